@@ -1,0 +1,107 @@
+# pq — build, test, bench.
+#   make            build/pq and build/libpq.a (CUDA objects too when nvcc exists)
+#   make demo       install missing Debian packages (as root), build, run pq ppl on the fixture
+#   make test       unit, golden, CLI and fuzz-replay tests; ends with "N passed, N failed"
+#   make test-gpu   the same, but a missing GPU is a failure
+#   make bench      benchmarks (ratios measured in one run)
+#   make fuzz       libFuzzer targets under ASan/UBSan (clang)
+
+CC      ?= gcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+BUILD   := build
+SHARED  ?= ../shared
+
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -O2 -g -ffp-contract=off -fno-math-errno \
+               -Wall -Wextra -Wno-unused-parameter -pthread -I. -MMD -MP
+CFLAGS  ?=
+CFLAGS  += $(CFLAGS_BASE)
+# optimized kernels are compiled for their ISA per file and chosen at run time
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+LDLIBS  := -ljansson -lzstd -ldl -lm -pthread
+
+LIB_DIRS := common formats kernels eval calib quant
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+TOOL_SRC := $(wildcard tools/*.c)
+TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TOOL_SRC))
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCH_SRC := $(wildcard tests/bench_*.c)
+BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/replay_%,$(FUZZ_SRC))
+
+ifneq ($(NVCC),)
+CU_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
+CU_OBJ   := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
+CFLAGS   += -DPQ_HAVE_CUDA=1
+NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
+             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+endif
+
+.PHONY: all demo test test-gpu bench fuzz clean deps
+all: $(BUILD)/pq
+
+$(BUILD)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libpq.a: $(LIB_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/pq: $(TOOL_OBJ) $(BUILD)/libpq.a
+	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libpq.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libpq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libpq.a $(LDLIBS)
+
+# fuzz targets built as plain programs that replay their corpus (run by make test)
+$(BUILD)/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(BUILD)/libpq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< tests/fuzz/replay_main.c $(BUILD)/libpq.a $(LDLIBS)
+
+deps:
+	@sh tools/deps.sh
+
+demo: deps all
+	$(BUILD)/pq ppl $(SHARED)/fixtures/stories260K --text $(SHARED)/data/tinystories_val_prefix.txt \
+	    --protocol gptq --bos --ctx 256
+
+test:
+	@sh tools/deps.sh
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
+	@PQ_SHARED=$(SHARED) sh tests/run.sh
+
+test-gpu:
+	@sh tools/deps.sh
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
+	@PQ_SHARED=$(SHARED) PQ_REQUIRE_GPU=1 sh tests/run.sh
+
+bench: all $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; PQ_SHARED=$(SHARED) $$b || exit 1; done
+
+fuzz:
+	@sh tests/fuzz/run_fuzzers.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

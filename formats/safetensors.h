@@ -1,0 +1,110 @@
+// formats/safetensors.h — safetensors files: validated mmap reader and a
+// streaming, atomic writer.
+//
+// Format (https://github.com/huggingface/safetensors): 8-byte little-endian
+// header length N, then N bytes of UTF-8 JSON
+//   {"__metadata__": {"k": "v", ...},
+//    "name": {"dtype": "F16", "shape": [r, c], "data_offsets": [begin, end]}, ...}
+// then the data region; offsets are relative to the start of the data region.
+// The reader validates before it trusts: N within the file, well-formed JSON
+// object, known dtypes, dtype size x prod(shape) == end - begin, begin <= end,
+// ranges inside the data region and not overlapping, unique names.
+//
+// A pq_st is a set of tensors opened together from
+//   - one file:            model.safetensors (mmap'd)
+//   - one zstd file:       model.safetensors.zst (streamed into memory)
+//   - a shard index:       model.safetensors.index.json ("weight_map")
+//   - a model directory:   the first of the above found in it.
+#ifndef PQ_SAFETENSORS_H
+#define PQ_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+typedef enum {
+    PQ_DT_F64, PQ_DT_F32, PQ_DT_F16, PQ_DT_BF16,
+    PQ_DT_F8_E4M3, PQ_DT_F8_E5M2,
+    PQ_DT_I64, PQ_DT_I32, PQ_DT_I16, PQ_DT_I8,
+    PQ_DT_U64, PQ_DT_U32, PQ_DT_U16, PQ_DT_U8, PQ_DT_BOOL,
+    PQ_DT_COUNT
+} pq_dtype;
+
+size_t pq_dtype_size(pq_dtype dt);             // bytes per element
+const char *pq_dtype_name(pq_dtype dt);        // safetensors spelling: "F16", "F8_E4M3", ...
+// Parses a safetensors dtype string; PQ_ERR_FORMAT if unknown.
+pq_status pq_dtype_parse(const char *name, pq_dtype *out);
+
+#define PQ_MAX_DIMS 8
+
+typedef struct {
+    const char *name;          // borrowed; valid until pq_st_close
+    pq_dtype dtype;
+    int ndim;
+    int64_t shape[PQ_MAX_DIMS];
+    int64_t numel;
+    const void *data;          // borrowed; valid until pq_st_close; no alignment promised
+    size_t nbytes;
+    int file;                  // index of the file (shard) it came from
+} pq_tensor;
+
+typedef struct pq_st pq_st;
+
+// Opens `path` (file, .zst file, index.json or directory, see above) and
+// validates every header. On error *out is NULL and the message names the
+// file and the problem.
+pq_status pq_st_open(const char *path, pq_st **out);
+// Parses a safetensors image already in memory (e.g. a fuzzer input). The
+// bytes are borrowed (must outlive the pq_st); name is used in messages.
+pq_status pq_st_open_buffer(const void *data, size_t len, const char *name, pq_st **out);
+void pq_st_close(pq_st *st); // NULL-safe
+
+int pq_st_count(const pq_st *st);
+const pq_tensor *pq_st_at(const pq_st *st, int i);           // i in [0, count)
+const pq_tensor *pq_st_find(const pq_st *st, const char *name); // NULL if absent
+// A string from the first file's __metadata__, or NULL. Borrowed.
+const char *pq_st_metadata(const pq_st *st, const char *key);
+
+int pq_st_file_count(const pq_st *st);
+const char *pq_st_file_path(const pq_st *st, int file);
+// Bytes on disk (compressed size for .zst) and bytes of the safetensors
+// stream (header + data) of one file.
+uint64_t pq_st_file_disk_bytes(const pq_st *st, int file);
+uint64_t pq_st_file_raw_bytes(const pq_st *st, int file);
+
+// Looks `name` up and checks its dtype and shape: PQ_ERR_FORMAT naming the
+// file and tensor if absent or different. shape has ndim entries.
+pq_status pq_st_expect(const pq_st *st, const char *name, pq_dtype dtype, int ndim,
+                       const int64_t *shape, const pq_tensor **out);
+
+// ---- writer -------------------------------------------------------------
+//
+// Streaming and atomic: declare every tensor (name, dtype, shape) and the
+// metadata first, then pq_st_writer_begin writes the header into
+// "<final>.tmp" in the target directory; pq_st_writer_put writes each
+// tensor's bytes at its offset in any order; pq_st_writer_commit checks that
+// every tensor was written, fsyncs, and renames to the final path; with
+// zstd_level > 0 it additionally writes "<final>.zst" (atomically too): a
+// standard zstd frame with checksum of the same bytes. A writer freed before commit removes its
+// temporary file, so the final path never holds a half-written file.
+// Tensors are laid out in name order, 8-byte aligned header padded with
+// spaces, as the Hugging Face library writes them.
+typedef struct pq_st_writer pq_st_writer;
+
+pq_status pq_st_writer_create(const char *final_path, pq_st_writer **out);
+pq_status pq_st_writer_set_metadata(pq_st_writer *w, const char *key, const char *value);
+pq_status pq_st_writer_declare(pq_st_writer *w, const char *name, pq_dtype dtype, int ndim,
+                               const int64_t *shape);
+pq_status pq_st_writer_begin(pq_st_writer *w);
+// As begin, but reuses an existing "<final>.tmp" whose header is identical
+// (an interrupted run being resumed); PQ_ERR_FORMAT if it differs.
+pq_status pq_st_writer_resume(pq_st_writer *w);
+pq_status pq_st_writer_put(pq_st_writer *w, const char *name, const void *data, size_t nbytes);
+// fsync the temporary file (call before recording progress in a journal).
+pq_status pq_st_writer_sync(pq_st_writer *w);
+pq_status pq_st_writer_commit(pq_st_writer *w, int zstd_level);
+void pq_st_writer_free(pq_st_writer *w); // NULL-safe; removes an uncommitted temp file
+const char *pq_st_writer_tmp_path(const pq_st_writer *w);
+
+#endif
