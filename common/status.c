@@ -46,7 +46,10 @@ pq_status pq_fail_context(pq_status code, const char *fmt, ...) {
     const char *colon = strstr(old, ": ");
     size_t head = 0;
     if (colon && colon - old < 64) { head = (size_t)(colon - old) + 2; msg = old + head; }
-    snprintf(last_error, sizeof last_error, "%.*s%s: %s", (int)head, old, prefix, msg);
+    char joined[sizeof old + sizeof prefix + 4];
+    snprintf(joined, sizeof joined, "%.*s%s: %s", (int)head, old, prefix, msg);
+    memcpy(last_error, joined, sizeof last_error - 1);
+    last_error[sizeof last_error - 1] = '\0';
     for (char *p = last_error; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
     return code;

@@ -1,0 +1,57 @@
+#include "engine.h"
+
+#include <stdlib.h>
+
+#include "eval/backend.h"
+
+struct pq_engine {
+    const pq_model *m;
+    pq_backend *b;
+    pq_device device;
+    int max_ctx;
+};
+
+pq_engine_params pq_engine_default_params(void) {
+    return (pq_engine_params){.max_ctx = 0, .nthreads = 0, .device = PQ_DEVICE_AUTO};
+}
+
+pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engine **out) {
+    *out = NULL;
+    int max_ctx = p->max_ctx > 0 ? p->max_ctx : m->cfg.max_pos < 2048 ? m->cfg.max_pos : 2048;
+    PQ_FAIL_IF(max_ctx > m->cfg.max_pos, PQ_ERR_ARG,
+               "%s: context %d exceeds the model's max_position_embeddings %d", m->dir, max_ctx, m->cfg.max_pos);
+    pq_device dev = p->device;
+    if (dev == PQ_DEVICE_AUTO) dev = pq_cuda_device_count() > 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+    pq_engine *e = calloc(1, sizeof *e);
+    PQ_FAIL_IF(!e, PQ_ERR_NOMEM, "out of memory");
+    e->m = m;
+    e->device = dev;
+    e->max_ctx = max_ctx;
+    pq_status s = dev == PQ_DEVICE_CUDA ? pq_backend_cuda_create(m, max_ctx, &e->b)
+                                        : pq_backend_cpu_create(m, max_ctx, p->nthreads, &e->b);
+    if (s != PQ_OK) { free(e); return s; }
+    *out = e;
+    return PQ_OK;
+}
+
+void pq_engine_free(pq_engine *e) {
+    if (!e) return;
+    if (e->b) e->b->free(e->b);
+    free(e);
+}
+
+const char *pq_engine_describe(const pq_engine *e) { return e->b->desc; }
+pq_device pq_engine_device(const pq_engine *e) { return e->device; }
+
+pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0) {
+    PQ_FAIL_IF(T < 1 || pos0 < 0 || pos0 + T > e->max_ctx, PQ_ERR_ARG,
+               "forward of %d tokens at position %d does not fit the context of %d", T, pos0, e->max_ctx);
+    for (int t = 0; t < T; t++)
+        PQ_FAIL_IF(tokens[t] < 0 || tokens[t] >= e->m->cfg.vocab, PQ_ERR_ARG,
+                   "token id %d at index %d is outside the vocabulary of %d", tokens[t], t, e->m->cfg.vocab);
+    return e->b->forward(e->b, tokens, T, pos0);
+}
+
+pq_status pq_engine_logits(pq_engine *e, int row0, int n, float *logits) {
+    return e->b->logits(e->b, row0, n, logits);
+}

@@ -1,0 +1,42 @@
+// eval/model.h — a Hugging Face checkpoint directory opened for inference:
+// config.json + the weights (mmap'd safetensors, single or sharded, or .zst),
+// with every tensor the architecture needs located, shape-checked against the
+// config and wrapped as a pq_linear.
+#ifndef PQ_MODEL_H
+#define PQ_MODEL_H
+
+#include "formats/config.h"
+#include "formats/safetensors.h"
+#include "kernels/linear.h"
+
+// The linear layers of one decoder block, in execution order.
+typedef enum { PQ_Q, PQ_K, PQ_V, PQ_O, PQ_GATE, PQ_UP, PQ_DOWN, PQ_NLINEAR } pq_linear_slot;
+
+// HF module name of a slot within a layer: "self_attn.q_proj", "mlp.down_proj", ...
+const char *pq_linear_slot_name(pq_linear_slot s);
+
+typedef struct {
+    pq_linear lin[PQ_NLINEAR];
+    float *attn_norm, *mlp_norm; // [hidden], f32 (owned)
+    float *bias[PQ_NLINEAR];     // [rows] f32 or NULL (owned): q/k/v bias
+} pq_layer;
+
+typedef struct {
+    char dir[1024];
+    pq_config cfg;
+    pq_st *st;
+    const pq_tensor *embed;      // [vocab][hidden]
+    pq_dense_type embed_type;
+    pq_linear lm_head;           // the embedding itself when tied
+    float *final_norm;           // [hidden] (owned)
+    pq_layer *layers;            // [n_layers]
+    size_t weight_bytes;         // bytes of all tensors as stored
+} pq_model;
+
+// Opens a model directory. Missing config.json/weights, an unsupported
+// architecture, a missing tensor or one whose dtype/shape disagrees with the
+// config all fail with one line naming the file and tensor.
+pq_status pq_model_open(const char *dir, pq_model **out);
+void pq_model_free(pq_model *m); // NULL-safe
+
+#endif

@@ -1,0 +1,163 @@
+#include "ppl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sys.h"
+#include "formats/fileio.h"
+#include "formats/tokenizer.h"
+
+// logits rows scored per chunk: bounds the logits buffer to 64 x vocab floats
+#define LOGIT_CHUNK 64
+
+int pq_ppl_window_count(size_t n_tokens, const pq_ppl_params *p) {
+    size_t stream = n_tokens + (p->protocol == PQ_PPL_LLAMACPP && p->bos ? 1 : 0);
+    return p->ctx > 0 ? (int)(stream / (size_t)p->ctx) : 0;
+}
+
+static double nll_of(const float *logits, int vocab, int target) {
+    float mx = logits[0];
+    for (int i = 1; i < vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    return log(sum) + mx - logits[target];
+}
+
+typedef struct {
+    int32_t *feed;    // [ctx] tokens fed
+    int32_t *target;  // [ctx] target of each fed position, -1 = not scored
+    float *logits;    // [LOGIT_CHUNK][vocab]
+} window_buf;
+
+// Token s of the llamacpp stream ([BOS] + tokens when bos).
+static int32_t stream_at(const pq_ppl_params *p, const int32_t *tokens, size_t s) {
+    if (!p->bos) return tokens[s];
+    return s == 0 ? p->bos_id : tokens[s - 1];
+}
+
+// Builds window w's fed tokens and targets under the protocol.
+static void make_window(const pq_ppl_params *p, const int32_t *tokens, int w, window_buf *b) {
+    int C = p->ctx;
+    for (int i = 0; i < C; i++) b->target[i] = -1;
+    if (p->protocol == PQ_PPL_GPTQ) {
+        const int32_t *win = tokens + (size_t)w * C;
+        if (p->bos) {
+            b->feed[0] = p->bos_id;
+            for (int i = 1; i < C; i++) b->feed[i] = win[i - 1];
+            for (int i = 0; i < C; i++) b->target[i] = win[i];
+        } else {
+            for (int i = 0; i < C; i++) b->feed[i] = win[i];
+            for (int i = 0; i + 1 < C; i++) b->target[i] = win[i + 1];
+        }
+        return;
+    }
+    // llamacpp: the stream is [BOS] + tokens when bos; the window's first
+    // token is replaced by BOS; the second half is scored
+    size_t start = (size_t)w * C;
+    for (int i = 0; i < C; i++) b->feed[i] = stream_at(p, tokens, start + (size_t)i);
+    if (p->bos) b->feed[0] = p->bos_id;
+    for (int i = C / 2; i + 1 < C; i++) b->target[i] = stream_at(p, tokens, start + (size_t)i + 1);
+}
+
+pq_status pq_ppl_run(pq_engine *e, int vocab, const int32_t *tokens, size_t n_tokens, const pq_ppl_params *p,
+                     pq_ppl_progress progress, void *ud, double *window_nll, pq_ppl_result *out) {
+    memset(out, 0, sizeof *out);
+    PQ_FAIL_IF(p->ctx < 2, PQ_ERR_ARG, "--ctx %d: a window needs at least 2 tokens", p->ctx);
+    PQ_FAIL_IF(p->bos && p->bos_id < 0, PQ_ERR_ARG, "--bos: the tokenizer has no BOS token");
+    int nw = pq_ppl_window_count(n_tokens, p);
+    PQ_FAIL_IF(nw < 1, PQ_ERR_ARG, "the text has %zu tokens, fewer than one window of %d", n_tokens, p->ctx);
+    if (p->max_windows > 0 && nw > p->max_windows) nw = p->max_windows;
+    window_buf b = {malloc((size_t)p->ctx * sizeof(int32_t)), malloc((size_t)p->ctx * sizeof(int32_t)),
+                    pq_alloc((size_t)LOGIT_CHUNK * vocab * sizeof(float))};
+    pq_status s = PQ_OK;
+    PQ_CHECK_GOTO(!b.feed || !b.target || !b.logits, s, PQ_ERR_NOMEM, "out of memory");
+    double sum = 0, sum2 = 0, t0 = pq_now();
+    long long n = 0;
+    for (int w = 0; w < nw; w++) {
+        make_window(p, tokens, w, &b);
+        PQ_TRY_GOTO(s, pq_engine_forward(e, b.feed, p->ctx, 0));
+        double wsum = 0;
+        int first = 0;
+        while (first < p->ctx && b.target[first] < 0) first++;
+        for (int r0 = first; r0 < p->ctx; r0 += LOGIT_CHUNK) {
+            int rows = p->ctx - r0 < LOGIT_CHUNK ? p->ctx - r0 : LOGIT_CHUNK;
+            PQ_TRY_GOTO(s, pq_engine_logits(e, r0, rows, b.logits));
+            for (int r = 0; r < rows; r++) {
+                int tgt = b.target[r0 + r];
+                if (tgt < 0) continue;
+                PQ_CHECK_GOTO(tgt >= vocab, s, PQ_ERR_ARG, "token id %d outside the vocabulary of %d", tgt, vocab);
+                double nll = nll_of(b.logits + (size_t)r * vocab, vocab, tgt);
+                PQ_CHECK_GOTO(!isfinite(nll), s, PQ_ERR_NUMERIC, "window %d position %d: non-finite logits", w,
+                              r0 + r);
+                wsum += nll;
+                sum2 += nll * nll;
+                n++;
+            }
+        }
+        sum += wsum;
+        if (window_nll) window_nll[w] = wsum;
+        if (progress) progress(ud, w + 1, nw, exp(sum / (double)n));
+    }
+    out->n_windows = nw;
+    out->n_scored = n;
+    out->nll_total = sum;
+    out->nll_mean = sum / (double)n;
+    out->ppl = exp(out->nll_mean);
+    double var = n > 1 ? (sum2 / (double)n - out->nll_mean * out->nll_mean) * (double)n / (double)(n - 1) : 0;
+    out->ppl_stderr = out->ppl * sqrt(var > 0 ? var : 0) / sqrt((double)n);
+    out->seconds = pq_now() - t0;
+    out->tokens_per_s = out->seconds > 0 ? (double)nw * p->ctx / out->seconds : 0;
+done:
+    free(b.feed);
+    free(b.target);
+    pq_free(b.logits);
+    return s;
+}
+
+pq_ppl_job pq_ppl_default_job(void) {
+    return (pq_ppl_job){.protocol = PQ_PPL_GPTQ, .ctx = 0, .bos = -1, .device = PQ_DEVICE_AUTO};
+}
+
+pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud, pq_ppl_report *out) {
+    memset(out, 0, sizeof *out);
+    pq_model *m = NULL;
+    pq_tokenizer *tok = NULL;
+    pq_engine *e = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t len = 0, n_ids = 0;
+    pq_status s;
+    PQ_TRY_GOTO(s, pq_model_open(job->model, &m));
+    PQ_TRY_GOTO(s, pq_tok_load(job->model, &tok));
+    int max_pos = m->cfg.max_pos;
+    int ctx = job->ctx;
+    PQ_CHECK_GOTO(ctx < 0 || ctx > max_pos, s, PQ_ERR_ARG,
+                  "--ctx %d: %s/config.json allows at most max_position_embeddings = %d", ctx, job->model, max_pos);
+    if (ctx == 0) ctx = job->protocol == PQ_PPL_GPTQ ? 2048 : 512;
+    if (ctx > max_pos) ctx = max_pos;
+    int bos = job->bos >= 0 ? job->bos : job->protocol == PQ_PPL_LLAMACPP ? pq_tok_adds_bos(tok) : 0;
+    PQ_TRY_GOTO(s, pq_file_read(job->text, (size_t)1 << 32, &text, &len));
+    s = pq_tok_encode(tok, text, len, 0, &ids, &n_ids);
+    if (s != PQ_OK) { pq_fail_context(s, "%s", job->text); goto done; }
+    pq_engine_params ep = pq_engine_default_params();
+    ep.max_ctx = ctx;
+    ep.device = job->device;
+    ep.nthreads = job->nthreads;
+    PQ_TRY_GOTO(s, pq_engine_create(m, &ep, &e));
+    pq_ppl_params pp = {job->protocol, ctx, bos, pq_tok_bos(tok), job->max_windows};
+    s = pq_ppl_run(e, m->cfg.vocab, ids, n_ids, &pp, progress, ud, NULL, &out->r);
+    if (s != PQ_OK) { pq_fail_context(s, "%s", job->text); goto done; }
+    out->n_text_tokens = n_ids;
+    out->ctx = ctx;
+    out->bos = bos;
+    snprintf(out->engine, sizeof out->engine, "%s", pq_engine_describe(e));
+    snprintf(out->arch, sizeof out->arch, "%s", m->cfg.arch_name);
+done:
+    pq_engine_free(e);
+    free(ids);
+    free(text);
+    pq_tok_free(tok);
+    pq_model_free(m);
+    return s;
+}

@@ -1,0 +1,36 @@
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pq_isa detect(void) {
+    __builtin_cpu_init();
+    pq_isa best = PQ_ISA_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        best = PQ_ISA_AVX2;
+    if (best == PQ_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni"))
+        best = PQ_ISA_AVX512;
+    const char *cap = getenv("PQ_ISA");
+    if (cap) {
+        pq_isa want = strcmp(cap, "scalar") == 0 ? PQ_ISA_SCALAR : strcmp(cap, "avx2") == 0 ? PQ_ISA_AVX2 : best;
+        if (want < best) best = want;
+    }
+    return best;
+}
+
+pq_isa pq_cpu_isa(void) {
+    static int cached = -1;
+    if (cached < 0) cached = (int)detect();
+    return (pq_isa)cached;
+}
+
+const char *pq_isa_name(pq_isa isa) {
+    switch (isa) {
+    case PQ_ISA_SCALAR: return "scalar";
+    case PQ_ISA_AVX2: return "avx2";
+    case PQ_ISA_AVX512: return "avx512";
+    }
+    return "?";
+}

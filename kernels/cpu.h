@@ -1,0 +1,16 @@
+// kernels/cpu.h — which optimized CPU kernel set this machine runs.
+//
+// Kernels come in a plain C _ref version (the specification, any CPU) and
+// optimized versions compiled per file for one ISA (*_avx2.c: AVX2+FMA+F16C,
+// *_avx512.c: AVX-512 F/BW/VL/DQ/VNNI). Callers ask here which one to use.
+#ifndef PQ_CPU_H
+#define PQ_CPU_H
+
+typedef enum { PQ_ISA_SCALAR = 0, PQ_ISA_AVX2 = 1, PQ_ISA_AVX512 = 2 } pq_isa;
+
+// The best ISA this CPU supports, capped by PQ_ISA=scalar|avx2|avx512 in the
+// environment (so tests and users can force a slower path). Cached.
+pq_isa pq_cpu_isa(void);
+const char *pq_isa_name(pq_isa isa);
+
+#endif

@@ -1,0 +1,33 @@
+// kernels/dense.h — dense weights stored as F32, F16 or BF16.
+//
+// W is row-major [rows, cols] (out_features x in_features, the Hugging Face
+// nn.Linear layout). Two operations, each a _ref (spec) and a _cpu version:
+//   rows -> f32   widen rows r0..r0+n of W into out[n][cols] (exact)
+//   gemv          y[t][r] = sum_c W[r][c] * x[t][c] for t < T <= PQ_GEMV_MAX_T
+// The widening is exact, so the _cpu version must equal the _ref bit for
+// bit; the gemv sums in a different order (tolerance in the tests).
+#ifndef PQ_DENSE_H
+#define PQ_DENSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { PQ_DENSE_F32, PQ_DENSE_F16, PQ_DENSE_BF16 } pq_dense_type;
+
+#define PQ_GEMV_MAX_T 4
+
+void pq_dense_rows_ref(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out);
+void pq_dense_rows_cpu(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out);
+
+// Rows r0..r0+n of y are written: y[t*ldy + r] for t < T.
+void pq_dense_gemv_ref(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
+                       float *y, int ldy);
+void pq_dense_gemv_cpu(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
+                       float *y, int ldy);
+
+// AVX2 versions (kernels/dense_avx2.c); use the _cpu entry points instead.
+void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out);
+void pq_dense_gemv_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
+                        float *y, int ldy);
+
+#endif

@@ -1,0 +1,68 @@
+// AVX2 + FMA + F16C versions of kernels/dense.h.
+#include <immintrin.h>
+#include <string.h>
+
+#include "common/half.h"
+#include "kernels/dense.h"
+
+// 8 elements starting at p widened to f32
+static inline __m256 load8(pq_dense_type dt, const void *w, size_t i) {
+    switch (dt) {
+    case PQ_DENSE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+    case PQ_DENSE_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i))), 16));
+    case PQ_DENSE_F32: break;
+    }
+    return _mm256_loadu_ps((const float *)w + i);
+}
+
+static inline float load1(pq_dense_type dt, const void *w, size_t i) {
+    switch (dt) {
+    case PQ_DENSE_F16: return pq_fp16_to_f32(((const uint16_t *)w)[i]);
+    case PQ_DENSE_BF16: return pq_bf16_to_f32(((const uint16_t *)w)[i]);
+    case PQ_DENSE_F32: break;
+    }
+    return ((const float *)w)[i];
+}
+
+void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out) {
+    if (dt == PQ_DENSE_F32) {
+        memcpy(out, (const float *)w + (size_t)r0 * cols, (size_t)n * cols * sizeof(float));
+        return;
+    }
+    size_t base = (size_t)r0 * cols, total = (size_t)n * cols, i = 0;
+    for (; i + 8 <= total; i += 8) _mm256_storeu_ps(out + i, load8(dt, w, base + i));
+    for (; i < total; i++) out[i] = load1(dt, w, base + i);
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// y[t][r] for t < T (T <= 4): each weight row is read once for all tokens.
+void pq_dense_gemv_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
+                        float *y, int ldy) {
+    for (int r = r0; r < r0 + n; r++) {
+        size_t row = (size_t)r * cols;
+        __m256 acc[PQ_GEMV_MAX_T][2];
+        for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        int c = 0;
+        for (; c + 16 <= cols; c += 16) {
+            __m256 w0 = load8(dt, w, row + c), w1 = load8(dt, w, row + c + 8);
+            for (int t = 0; t < T; t++) {
+                const float *xt = x + (size_t)t * cols + c;
+                acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), acc[t][0]);
+                acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + 8), acc[t][1]);
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            float s = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+            for (int k = c; k < cols; k++) s += load1(dt, w, row + k) * x[(size_t)t * cols + k];
+            y[(size_t)t * ldy + r] = s;
+        }
+    }
+}

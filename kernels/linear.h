@@ -1,0 +1,48 @@
+// kernels/linear.h — one interface for every linear layer, whatever its
+// weight format.
+//
+//   y[T, rows] = x[T, cols] . W[rows, cols]^T (+ bias[rows])
+//
+// For T <= PQ_GEMV_MAX_T the format's GEMV kernel streams the weight once;
+// otherwise W is processed in panels of rows: each panel is widened /
+// dequantized into a per-thread scratch buffer in cache and multiplied with
+// OpenBLAS sgemm (kernels/blas.h). A quantized weight is never expanded to a
+// full dense matrix.
+#ifndef PQ_LINEAR_H
+#define PQ_LINEAR_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+#include "common/threads.h"
+#include "kernels/dense.h"
+
+typedef enum {
+    PQ_W_DENSE,   // F32 / F16 / BF16 (dense_type)
+} pq_wformat;
+
+typedef struct {
+    pq_wformat fmt;
+    int rows, cols;            // out_features, in_features
+    pq_dense_type dense_type;  // PQ_W_DENSE
+    const void *w;             // PQ_W_DENSE: [rows][cols]; borrowed
+    const float *bias;         // [rows] or NULL; borrowed
+} pq_linear;
+
+// Scratch bytes pq_linear_forward needs for `nthreads` threads.
+size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads);
+
+// y = x W^T + b, parallel over the pool; ws holds pq_linear_workspace_bytes.
+// x is [T][cols], y is [T][rows], both contiguous.
+void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool);
+
+// The specification: dequantize with the format's _ref and accumulate in double.
+void pq_linear_forward_ref(const pq_linear *W, const float *x, int T, float *y);
+
+// Rows r0..r0+n of W as f32 (out[n][cols]) through the format's _ref path.
+void pq_linear_rows_ref(const pq_linear *W, int r0, int n, float *out);
+
+// Bytes of the weight as stored (data + scales + zero points), for reports.
+size_t pq_linear_weight_bytes(const pq_linear *W);
+
+#endif

@@ -1,0 +1,38 @@
+// kernels/ops.h — the elementwise and normalization ops of a Llama block.
+// Plain C; they are cheap next to the matrix products, and the compiler
+// vectorizes them. They are also the specification of the CUDA versions.
+#ifndef PQ_OPS_H
+#define PQ_OPS_H
+
+#include <stddef.h>
+
+// y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w  for T rows of n (HF LlamaRMSNorm
+// in fp32). y may alias x.
+void pq_rmsnorm_ref(const float *x, const float *w, int T, int n, float eps, float *y);
+
+// RoPE inverse frequencies for head_dim (out[head_dim/2]): theta^(-2i/d),
+// with Llama 3 "rope_scaling" applied when llama3 != 0.
+typedef struct {
+    float theta;
+    int llama3;
+    float factor, low_freq_factor, high_freq_factor;
+    int orig_max_pos;
+} pq_rope_params;
+void pq_rope_inv_freq(const pq_rope_params *p, int head_dim, double *inv_freq);
+
+// cos/sin tables for positions pos0..pos0+T-1: cs[t][i] = cos, sn[t][i] = sin
+// of (pos0+t) * inv_freq[i], i < head_dim/2.
+void pq_rope_table(const double *inv_freq, int head_dim, int pos0, int T, float *cs, float *sn);
+
+// Rotates n_heads heads of every row in place (HF rotate_half convention:
+// pairs (i, i + head_dim/2)). x is [T][stride], head h at x + h*head_dim.
+void pq_rope_apply_ref(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
+                       const float *sn);
+
+// gate[i] = silu(gate[i]) * up[i]  (SwiGLU), n elements.
+void pq_swiglu_ref(float *gate, const float *up, size_t n);
+
+// y[i] += x[i]
+void pq_add_ref(float *y, const float *x, size_t n);
+
+#endif

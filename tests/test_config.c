@@ -1,0 +1,82 @@
+// config.json parsing: the fixture, the three architectures, and refusals.
+#include <string.h>
+
+#include "formats/config.h"
+#include "tests/test.h"
+
+static pq_status parse(const char *json, pq_config *c) { return pq_config_parse(json, strlen(json), "cfg.json", c); }
+
+static void check_fixture(void) {
+    pq_config c;
+    pq_status s = pq_config_load(pq_test_path("fixtures/stories260K/config.json"), &c);
+    PQ_CHECK(s == PQ_OK, "fixture config.json loads (%s)", pq_last_error());
+    PQ_CHECK(c.arch == PQ_ARCH_LLAMA && c.hidden == 64 && c.intermediate == 172 && c.n_layers == 5 &&
+                 c.n_heads == 8 && c.n_kv_heads == 4 && c.head_dim == 8 && c.vocab == 512 && c.max_pos == 512,
+             "fixture sizes");
+    PQ_CHECK(c.tie_embeddings && !c.qkv_bias && c.rms_eps == 1e-5f && c.rope_theta == 10000.0f && !c.rope_llama3,
+             "fixture flags");
+    PQ_CHECK(pq_config_param_count(&c) == 260032, "fixture parameter count 260032 (got %lld)",
+             pq_config_param_count(&c));
+}
+
+static void check_architectures(void) {
+    pq_config c;
+    const char *qwen = "{\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":896,\"intermediate_size\":4864,"
+                       "\"num_hidden_layers\":24,\"num_attention_heads\":14,\"num_key_value_heads\":2,"
+                       "\"vocab_size\":151936,\"max_position_embeddings\":32768,\"rms_norm_eps\":1e-6,"
+                       "\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,\"sliding_window\":32768,"
+                       "\"use_sliding_window\":false,\"hidden_act\":\"silu\"}";
+    PQ_CHECK(parse(qwen, &c) == PQ_OK && c.arch == PQ_ARCH_QWEN2 && c.qkv_bias && c.head_dim == 64 &&
+                 c.sliding_window == 0 && c.n_kv_heads == 2,
+             "Qwen2: q/k/v bias, head_dim derived, sliding window disabled");
+    const char *llama3 = "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":2048,\"intermediate_size\":8192,"
+                         "\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+                         "\"head_dim\":64,\"vocab_size\":128256,\"max_position_embeddings\":131072,"
+                         "\"rope_theta\":500000.0,\"bos_token_id\":128000,\"eos_token_id\":[128001,128008],"
+                         "\"rope_scaling\":{\"factor\":32.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
+                         "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}}";
+    PQ_CHECK(parse(llama3, &c) == PQ_OK && c.rope_llama3 && c.rope_factor == 32.0f &&
+                 c.rope_orig_max_pos == 8192 && c.bos_id == 128000 && c.eos_id == 128001,
+             "Llama 3.2: llama3 rope_scaling, eos list");
+    const char *mistral = "{\"architectures\":[\"MistralForCausalLM\"],\"hidden_size\":4096,\"intermediate_size\":14336,"
+                          "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+                          "\"vocab_size\":32000,\"sliding_window\":4096}";
+    PQ_CHECK(parse(mistral, &c) == PQ_OK && c.arch == PQ_ARCH_MISTRAL && c.sliding_window == 4096,
+             "Mistral: sliding window");
+}
+
+static void check_refusals(void) {
+    static const struct { const char *json, *needle, *what; } bad[] = {
+        {"{\"architectures\":[\"GPT2LMHeadModel\"]}", "unsupported architecture \"GPT2LMHeadModel\"", "unknown architecture"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64", "invalid JSON", "truncated JSON"},
+        {"[1,2]", "top level must be a JSON object", "not an object"},
+        {"{\"hidden_size\":64}", "missing \"architectures\"", "no architectures"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":\"64\"}", "\"hidden_size\" must be an integer", "string size"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172,\"num_hidden_layers\":5,"
+         "\"num_attention_heads\":8,\"num_key_value_heads\":3,\"vocab_size\":512}", "not a multiple", "bad GQA"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":-4}", "out of range", "negative size"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172,\"num_hidden_layers\":5,"
+         "\"num_attention_heads\":8,\"vocab_size\":512,\"hidden_act\":\"gelu\"}", "unsupported hidden_act", "gelu"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172,\"num_hidden_layers\":5,"
+         "\"num_attention_heads\":8,\"vocab_size\":512,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}",
+         "unsupported rope_scaling type \"yarn\"", "yarn rope"},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"architectures\":[\"LlamaForCausalLM\"]}", "invalid JSON", "duplicate key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pq_config c;
+        pq_status s = parse(bad[i].json, &c);
+        PQ_CHECK(s == PQ_ERR_FORMAT && strstr(pq_last_error(), "cfg.json") && strstr(pq_last_error(), bad[i].needle),
+                 "refused: %s (%s)", bad[i].what, pq_last_error());
+    }
+    pq_config c;
+    PQ_CHECK(pq_config_load("/nonexistent/config.json", &c) == PQ_ERR_IO &&
+                 strstr(pq_last_error(), "/nonexistent/config.json"),
+             "missing file names the path (%s)", pq_last_error());
+}
+
+int main(void) {
+    check_fixture();
+    check_architectures();
+    check_refusals();
+    return pq_test_done();
+}

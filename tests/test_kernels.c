@@ -1,0 +1,159 @@
+// Dense weight kernels, the linear-layer driver, attention and RoPE: every
+// optimized path against its _ref on fresh random inputs.
+#include "common/half.h"
+#include "common/sys.h"
+#include "kernels/attention.h"
+#include "kernels/blas.h"
+#include "kernels/cpu.h"
+#include "kernels/dense.h"
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+#include "tests/test.h"
+
+static void *make_dense(pq_dense_type dt, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    void *w = pq_alloc(n * (dt == PQ_DENSE_F32 ? 4 : 2));
+    for (size_t i = 0; i < n; i++) {
+        float v = pq_test_normal() * 0.1f;
+        if (i % 97 == 0) v *= 1e-4f; // include fp16 subnormals
+        if (dt == PQ_DENSE_F32) ((float *)w)[i] = v;
+        else if (dt == PQ_DENSE_F16) ((uint16_t *)w)[i] = pq_f32_to_fp16(v);
+        else ((uint16_t *)w)[i] = pq_f32_to_bf16(v);
+    }
+    return w;
+}
+
+static const char *DT_NAMES[] = {"F32", "F16", "BF16"};
+
+static void check_half_conversions(void) {
+    // every fp16 bit pattern round-trips through f32 exactly (NaNs stay NaN)
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = pq_fp16_to_f32((uint16_t)h);
+        uint16_t back = pq_f32_to_fp16(f);
+        if (isnan(f) ? !((back & 0x7c00) == 0x7c00 && (back & 0x3ff)) : back != h) bad++;
+    }
+    PQ_CHECK(bad == 0, "fp16 -> f32 -> fp16 is the identity on all 65536 patterns (%d bad)", bad);
+    // rounding: ties to even, overflow, smallest subnormal
+    PQ_CHECK(pq_f32_to_fp16(1.0f + 1.0f / 2048) == 0x3c00 && pq_f32_to_fp16(1.0f + 3.0f / 2048) == 0x3c02,
+             "f32 -> fp16 ties to even");
+    PQ_CHECK(pq_f32_to_fp16(65520.0f) == 0x7c00 && pq_f32_to_fp16(65519.0f) == 0x7bff, "f32 -> fp16 overflow threshold");
+    PQ_CHECK(pq_f32_to_fp16(5.9604644775390625e-8f) == 1 && pq_f32_to_fp16(2.98023223876953125e-8f) == 0,
+             "f32 -> fp16 smallest subnormal, tie to zero");
+    PQ_CHECK(pq_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80 && pq_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82,
+             "f32 -> bf16 ties to even");
+}
+
+static void check_dense(pq_dense_type dt) {
+    int rows = 37 + (int)(pq_test_u64() % 40), cols = 5 + (int)(pq_test_u64() % 300);
+    void *w = make_dense(dt, rows, cols);
+    float *a = pq_alloc((size_t)rows * cols * 4), *b = pq_alloc((size_t)rows * cols * 4);
+    pq_test_poison(a, (size_t)rows * cols);
+    pq_test_poison(b, (size_t)rows * cols);
+    pq_dense_rows_ref(dt, w, cols, 3, rows - 3, a);
+    pq_dense_rows_cpu(dt, w, cols, 3, rows - 3, b);
+    PQ_CHECK(memcmp(a, b, (size_t)(rows - 3) * cols * 4) == 0, "%s rows->f32 cpu == ref bit for bit (%dx%d)",
+             DT_NAMES[dt], rows, cols);
+    for (int T = 1; T <= PQ_GEMV_MAX_T; T++) {
+        float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4), *y1 = pq_alloc((size_t)T * rows * 4);
+        pq_test_fill(x, (size_t)T * cols, 1.0f);
+        pq_test_poison(y0, (size_t)T * rows);
+        pq_test_poison(y1, (size_t)T * rows);
+        pq_dense_gemv_ref(dt, w, cols, 0, rows, x, T, y0, rows);
+        pq_dense_gemv_cpu(dt, w, cols, 0, rows, x, T, y1, rows);
+        // fp32 accumulation of `cols` products in a different order vs a double
+        // reference: relative L2 ~ sqrt(cols) * 2^-24, far below 1e-5
+        double e = pq_rel_l2(y1, y0, (size_t)T * rows);
+        PQ_CHECK(e < 1e-5, "%s gemv T=%d cpu vs ref rel L2 %.2e (%dx%d)", DT_NAMES[dt], T, e, rows, cols);
+        pq_free(x); pq_free(y0); pq_free(y1);
+    }
+    pq_free(w); pq_free(a); pq_free(b);
+}
+
+static void check_linear(pq_dense_type dt, int T, int rows, int cols, int nthreads, int with_bias) {
+    pq_pool *pool;
+    pq_pool_create(nthreads, &pool);
+    void *w = make_dense(dt, rows, cols);
+    float *bias = NULL;
+    if (with_bias) { bias = pq_alloc((size_t)rows * 4); pq_test_fill(bias, rows, 1.0f); }
+    pq_linear L = {.fmt = PQ_W_DENSE, .rows = rows, .cols = cols, .dense_type = dt, .w = w, .bias = bias};
+    float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4), *y1 = pq_alloc((size_t)T * rows * 4);
+    void *ws = pq_alloc(pq_linear_workspace_bytes(&L, pq_pool_size(pool)) + 1);
+    pq_test_fill(x, (size_t)T * cols, 1.0f);
+    pq_test_poison(y1, (size_t)T * rows);
+    pq_linear_forward_ref(&L, x, T, y0);
+    pq_linear_forward(&L, x, T, y1, ws, pool);
+    // sgemm accumulates in fp32 (blocked order): relative L2 ~ sqrt(cols)*2^-24
+    double e = pq_rel_l2(y1, y0, (size_t)T * rows);
+    PQ_CHECK(e < 1e-5, "linear %s T=%d %dx%d threads=%d%s vs ref: rel L2 %.2e", DT_NAMES[dt], T, rows, cols,
+             nthreads, with_bias ? " +bias" : "", e);
+    pq_free(x); pq_free(y0); pq_free(y1); pq_free(ws); pq_free(w); pq_free(bias);
+    pq_pool_free(pool);
+}
+
+static void check_attention(int n_heads, int n_kv, int hd, int T, int pos0, int window) {
+    pq_pool *pool;
+    pq_pool_create(2, &pool);
+    pq_attn_shape s = {n_heads, n_kv, hd, window};
+    int n = pos0 + T;
+    float *q = pq_alloc((size_t)T * n_heads * hd * 4), *k = pq_alloc((size_t)n * n_kv * hd * 4),
+          *v = pq_alloc((size_t)n * n_kv * hd * 4), *o0 = pq_alloc((size_t)T * n_heads * hd * 4),
+          *o1 = pq_alloc((size_t)T * n_heads * hd * 4);
+    pq_test_fill(q, (size_t)T * n_heads * hd, 1.0f);
+    pq_test_fill(k, (size_t)n * n_kv * hd, 1.0f);
+    pq_test_fill(v, (size_t)n * n_kv * hd, 1.0f);
+    pq_test_poison(o1, (size_t)T * n_heads * hd);
+    void *ws = pq_alloc(pq_attention_workspace_bytes(&s, n, 2));
+    pq_attention_ref(&s, q, k, v, T, pos0, o0);
+    pq_attention_cpu(&s, q, k, v, T, pos0, o1, ws, pool);
+    // fp32 scores/softmax vs a double reference: errors ~1e-7 relative per element
+    double e = pq_rel_l2(o1, o0, (size_t)T * n_heads * hd);
+    PQ_CHECK(e < 1e-5, "attention heads %d/%d hd %d T=%d pos0=%d window=%d: rel L2 %.2e", n_heads, n_kv, hd, T, pos0,
+             window, e);
+    pq_free(q); pq_free(k); pq_free(v); pq_free(o0); pq_free(o1); pq_free(ws);
+    pq_pool_free(pool);
+}
+
+static void check_rope(void) {
+    // rotate_half on one head by hand: position 1, theta 10000, head_dim 4
+    pq_rope_params rp = {10000.0f, 0, 0, 0, 0, 0};
+    double inv[2];
+    pq_rope_inv_freq(&rp, 4, inv);
+    float cs[2], sn[2], x[4] = {1, 2, 3, 4};
+    pq_rope_table(inv, 4, 1, 1, cs, sn);
+    pq_rope_apply_ref(x, 1, 4, 1, 4, cs, sn);
+    // pairs (0,2) rotated by 1 rad, (1,3) by 0.01 rad
+    float want[4] = {(float)(1 * cos(1.0) - 3 * sin(1.0)), (float)(2 * cos(0.01) - 4 * sin(0.01)),
+                     (float)(3 * cos(1.0) + 1 * sin(1.0)), (float)(4 * cos(0.01) + 2 * sin(0.01))};
+    PQ_CHECK(pq_allclose(x, want, 4, 1e-6, 1e-6), "rope rotate_half pairs (i, i+d/2)");
+    // llama3 scaling: the highest frequency is unchanged, the lowest divided by factor
+    pq_rope_params l3 = {500000.0f, 1, 32.0f, 1.0f, 4.0f, 8192};
+    double f0[64], f1[64];
+    pq_rope_inv_freq(&rp, 128, f0);
+    rp.theta = 500000.0f;
+    pq_rope_inv_freq(&rp, 128, f0);
+    pq_rope_inv_freq(&l3, 128, f1);
+    PQ_CHECK(f1[0] == f0[0] && fabs(f1[63] - f0[63] / 32) < 1e-12 * f0[63], "llama3 rope scaling bands");
+}
+
+int main(void) {
+    pq_test_seed();
+    printf("# isa %s\n", pq_isa_name(pq_cpu_isa()));
+    PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
+    printf("# OpenBLAS core %s\n", pq_blas_core());
+    check_half_conversions();
+    for (int dt = 0; dt < 3; dt++) check_dense((pq_dense_type)dt);
+    for (int dt = 0; dt < 3; dt++) {
+        check_linear((pq_dense_type)dt, 1, 300, 172, 2, 0);
+        check_linear((pq_dense_type)dt, 3, 64, 64, 1, 1);
+        check_linear((pq_dense_type)dt, 37, 517, 172, 2, 1);
+        check_linear((pq_dense_type)dt, 200, 1000, 260, 2, 0);
+    }
+    check_attention(8, 4, 8, 17, 0, 0);
+    check_attention(8, 4, 8, 70, 0, 0);
+    check_attention(4, 1, 16, 1, 33, 0);
+    check_attention(6, 2, 64, 130, 20, 0);
+    check_attention(4, 2, 8, 90, 10, 16);
+    check_rope();
+    return pq_test_done();
+}

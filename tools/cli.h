@@ -1,0 +1,56 @@
+// tools/cli.h — what every subcommand shares: a table-driven flag parser
+// (which also prints --help with every default), progress output, and the
+// mapping from a pq_status to an exit code.
+#ifndef PQ_CLI_H
+#define PQ_CLI_H
+
+#include <stdio.h>
+
+#include "common/status.h"
+
+typedef enum { FLAG_INT, FLAG_DOUBLE, FLAG_STR, FLAG_BOOL, FLAG_CHOICE } flag_kind;
+
+typedef struct {
+    const char *name;     // "--ctx"
+    flag_kind kind;
+    void *dst;            // int*, double*, const char**, int* (bool: set to `value`), int* (choice index)
+    const char *help;
+    const char *choices;  // FLAG_CHOICE: "gptq|llamacpp" (index stored); FLAG_BOOL: NULL
+    int value;            // FLAG_BOOL: value stored when the flag is given
+    const char *metavar;  // "N", "FILE"
+} cli_flag;
+
+typedef struct {
+    const char *name;         // "ppl"
+    const char *synopsis;     // "MODEL --text FILE [options]"
+    const char *summary;      // one line
+    const cli_flag *flags;
+    int n_flags;
+    int n_positional;         // required positional arguments
+    const char **positional;  // filled with argv pointers
+} cli_command;
+
+// Parses argv[1..] (argv[0] is the subcommand). Returns 0 on success, 1 if
+// --help was printed (exit 0), -1 on a usage error (already printed; exit 2).
+int cli_parse(const cli_command *cmd, int argc, char **argv);
+void cli_usage(const cli_command *cmd, FILE *out);
+
+// Exit code for a failed library call after printing "pq <cmd>: <message>":
+// 2 for usage errors (PQ_ERR_ARG), 1 otherwise.
+int cli_fail(const char *cmd, pq_status s);
+
+// Progress on stderr: a redrawn bar on a terminal, otherwise a line each
+// time `done` crosses another tenth of `total`.
+typedef struct {
+    const char *label;
+    int tty;
+    int last_tenth;
+    double t0;
+} cli_progress;
+void cli_progress_init(cli_progress *p, const char *label);
+void cli_progress_update(cli_progress *p, int done, int total, const char *extra);
+
+// Parses "auto|cpu|cuda"-style device names (index into that list).
+extern const char *const CLI_DEVICE_CHOICES;
+
+#endif

@@ -1,0 +1,61 @@
+// pq ppl — perplexity of a model (FP16 or packed) on a text file.
+#include <stdio.h>
+
+#include "eval/ppl.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+static void progress(void *ud, int done, int total, double ppl) {
+    char extra[64];
+    snprintf(extra, sizeof extra, "ppl %.4f", ppl);
+    cli_progress_update(ud, done, total, extra);
+}
+
+int main_ppl(int argc, char **argv) {
+    pq_ppl_job job = pq_ppl_default_job();
+    int protocol = PQ_PPL_GPTQ, device = PQ_DEVICE_AUTO, json = 0;
+    const char *pos[1];
+    const cli_flag flags[] = {
+        {"--text", FLAG_STR, &job.text, "text file to score (UTF-8)", NULL, 0, "FILE"},
+        {"--ctx", FLAG_INT, &job.ctx, "window length in tokens (0: 2048 gptq / 512 llamacpp, clamped to the model)", NULL, 0, "N"},
+        {"--protocol", FLAG_CHOICE, &protocol, "gptq: papers' table protocol; llamacpp: llama-perplexity's", "gptq|llamacpp", 0, NULL},
+        {"--bos", FLAG_BOOL, &job.bos, "feed BOS at the start of every window", NULL, 1, NULL},
+        {"--no-bos", FLAG_BOOL, &job.bos, "never feed BOS (default: gptq no, llamacpp as the tokenizer)", NULL, 0, NULL},
+        {"--max-windows", FLAG_INT, &job.max_windows, "score at most N windows (0 = all)", NULL, 0, "N"},
+        {"--device", FLAG_CHOICE, &device, "where to run", "auto|cpu|cuda", 0, NULL},
+        {"--threads", FLAG_INT, &job.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
+        {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
+    };
+    cli_command cmd = {"ppl", "MODEL --text FILE [options]", "Perplexity of MODEL on a text file.", flags,
+                       sizeof flags / sizeof flags[0], 1, pos};
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    if (!job.text) {
+        fprintf(stderr, "pq ppl: --text FILE is required (see pq ppl --help)\n");
+        return 2;
+    }
+    job.model = pos[0];
+    job.protocol = (pq_ppl_protocol)protocol;
+    job.device = (pq_device)device;
+    fprintf(stderr, "pq ppl: model %s, text %s, protocol %s\n", job.model, job.text,
+            protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp");
+    cli_progress bar;
+    cli_progress_init(&bar, "pq ppl:");
+    pq_ppl_report rep;
+    pq_status s = pq_ppl_eval(&job, progress, &bar, &rep);
+    if (s != PQ_OK) return cli_fail("ppl", s);
+    const pq_ppl_result *r = &rep.r;
+    if (json) {
+        printf("{\"model\": \"%s\", \"text\": \"%s\", \"protocol\": \"%s\", \"ctx\": %d, \"bos\": %s, "
+               "\"ppl\": %.10g, \"ppl_stderr\": %.6g, \"nll_total\": %.10f, \"tokens_scored\": %lld, "
+               "\"windows\": %d, \"text_tokens\": %zu, \"tokens_per_s\": %.1f, \"engine\": \"%s\"}\n",
+               job.model, job.text, protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", rep.ctx,
+               rep.bos ? "true" : "false", r->ppl, r->ppl_stderr, r->nll_total, r->n_scored, r->n_windows,
+               rep.n_text_tokens, r->tokens_per_s, rep.engine);
+    } else {
+        printf("PPL = %.4f +/- %.4f  (%lld tokens scored, %d windows of %d%s, %.0f tokens/s, %s)\n", r->ppl,
+               r->ppl_stderr, r->n_scored, r->n_windows, rep.ctx, rep.bos ? " with BOS" : "", r->tokens_per_s,
+               rep.engine);
+    }
+    return 0;
+}

@@ -1,0 +1,37 @@
+// pq — the command-line entry point: dispatches to one file per subcommand.
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+#define PQ_VERSION "0.1.0"
+
+typedef struct {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand COMMANDS[] = {
+    {"inspect", main_inspect, "what is in a model or packed checkpoint: arch, tensors, dtypes, size"},
+    {"ppl", main_ppl, "perplexity of a model on a text file"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: pq <command> [options]   (pq <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(out, "  %-10s %s\n", "version", "print the version");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) { usage(stdout); return 0; }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) { printf("pq %s\n", PQ_VERSION); return 0; }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(cmd, COMMANDS[i].name) == 0) return COMMANDS[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "pq: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
