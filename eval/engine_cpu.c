@@ -22,8 +22,7 @@ typedef struct {
 } cpu_backend;
 
 static void embed_rows(const pq_model *m, const int32_t *tokens, int T, float *x) {
-    int H = m->cfg.hidden;
-    for (int t = 0; t < T; t++) pq_dense_rows_cpu(m->embed_type, m->embed->data, H, tokens[t], 1, x + (size_t)t * H);
+    for (int t = 0; t < T; t++) pq_linear_rows(&m->embed, tokens[t], 1, x + (size_t)t * m->cfg.hidden);
 }
 
 static pq_status cpu_forward(pq_backend *b, const int32_t *tokens, int T, int pos0) {

@@ -84,10 +84,9 @@ static pq_status load_layer(pq_model *m, int l, pq_layer *L) {
 
 static pq_status load_all(pq_model *m) {
     const pq_config *c = &m->cfg;
-    PQ_TRY(find_float(m, "model.embed_tokens.weight", 2, c->vocab, c->hidden, &m->embed, &m->embed_type));
+    PQ_TRY(load_linear(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed));
     if (c->tie_embeddings) {
-        m->lm_head = (pq_linear){.fmt = PQ_W_DENSE, .rows = c->vocab, .cols = c->hidden,
-                                 .dense_type = m->embed_type, .w = m->embed->data};
+        m->lm_head = m->embed;
     } else {
         PQ_TRY(load_linear(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head));
     }
@@ -129,6 +128,7 @@ void pq_model_free(pq_model *m) {
         }
         free(m->layers);
     }
+    pq_free(m->owned_weights);
     pq_free(m->final_norm);
     pq_st_close(m->st);
     free(m);

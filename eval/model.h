@@ -25,12 +25,12 @@ typedef struct {
     char dir[1024];
     pq_config cfg;
     pq_st *st;
-    const pq_tensor *embed;      // [vocab][hidden]
-    pq_dense_type embed_type;
+    pq_linear embed;             // [vocab][hidden]; a token's row is its embedding
     pq_linear lm_head;           // the embedding itself when tied
     float *final_norm;           // [hidden] (owned)
     pq_layer *layers;            // [n_layers]
     size_t weight_bytes;         // bytes of all tensors as stored
+    void *owned_weights;         // pq_model_random's weight memory (NULL for files)
 } pq_model;
 
 // Opens a model directory. Missing config.json/weights, an unsupported
@@ -38,5 +38,11 @@ typedef struct {
 // config all fail with one line naming the file and tensor.
 pq_status pq_model_open(const char *dir, pq_model **out);
 void pq_model_free(pq_model *m); // NULL-safe
+
+
+// A model with the given shapes and random weights (normal, std 0.02; norms
+// 1.0), all linears in `dt`, built in memory for benchmarks and tests.
+// Deterministic for a seed. Free with pq_model_free.
+pq_status pq_model_random(const pq_config *cfg, pq_dense_type dt, uint64_t seed, pq_model **out);
 
 #endif

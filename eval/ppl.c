@@ -146,6 +146,8 @@ pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud,
     ep.nthreads = job->nthreads;
     PQ_TRY_GOTO(s, pq_engine_create(m, &ep, &e));
     pq_ppl_params pp = {job->protocol, ctx, bos, pq_tok_bos(tok), job->max_windows};
+    PQ_CHECK_GOTO(pq_ppl_window_count(n_ids, &pp) < 1, s, PQ_ERR_FORMAT,
+                  "%s: the text has %zu tokens, fewer than one window of %d", job->text, n_ids, ctx);
     s = pq_ppl_run(e, m->cfg.vocab, ids, n_ids, &pp, progress, ud, NULL, &out->r);
     if (s != PQ_OK) { pq_fail_context(s, "%s", job->text); goto done; }
     out->n_text_tokens = n_ids;

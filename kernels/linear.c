@@ -8,7 +8,7 @@
 // Rows per task of the GEMV path.
 #define GEMV_ROWS 32
 
-static void rows_cpu(const pq_linear *W, int r0, int n, float *out) {
+void pq_linear_rows(const pq_linear *W, int r0, int n, float *out) {
     switch (W->fmt) {
     case PQ_W_DENSE: pq_dense_rows_cpu(W->dense_type, W->w, W->cols, r0, n, out); return;
     }
@@ -64,7 +64,7 @@ static void gemm_panel(void *ctx, int p, int tid) {
     const float *B;
     if (needs_panel_buffer(W)) {
         float *buf = j->ws + (size_t)tid * PANEL_ROWS * W->cols;
-        rows_cpu(W, r0, n, buf);
+        pq_linear_rows(W, r0, n, buf);
         B = buf;
     } else {
         B = (const float *)W->w + (size_t)r0 * W->cols;

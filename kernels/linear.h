@@ -16,9 +16,14 @@
 #include "common/status.h"
 #include "common/threads.h"
 #include "kernels/dense.h"
+#include "kernels/fp8.h"
+#include "kernels/qpack.h"
 
 typedef enum {
-    PQ_W_DENSE,   // F32 / F16 / BF16 (dense_type)
+    PQ_W_DENSE,   // F32 / F16 / BF16 (dense_type, w)
+    PQ_W_QPACK,   // 2..8-bit packed integers, grouped or per channel (q)
+    PQ_W_INT8,    // int8 per output channel (i8)
+    PQ_W_FP8,     // FP8 E4M3, per-tensor or per-channel scale (f8)
 } pq_wformat;
 
 typedef struct {
@@ -26,6 +31,9 @@ typedef struct {
     int rows, cols;            // out_features, in_features
     pq_dense_type dense_type;  // PQ_W_DENSE
     const void *w;             // PQ_W_DENSE: [rows][cols]; borrowed
+    pq_qpack q;                // PQ_W_QPACK
+    pq_int8_weight i8;         // PQ_W_INT8
+    pq_fp8_weight f8;          // PQ_W_FP8
     const float *bias;         // [rows] or NULL; borrowed
 } pq_linear;
 
@@ -39,8 +47,10 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
 // The specification: dequantize with the format's _ref and accumulate in double.
 void pq_linear_forward_ref(const pq_linear *W, const float *x, int T, float *y);
 
-// Rows r0..r0+n of W as f32 (out[n][cols]) through the format's _ref path.
+// Rows r0..r0+n of W as f32 (out[n][cols]): the format's _ref (the spec)
+// and its optimized version, which is equal bit for bit.
 void pq_linear_rows_ref(const pq_linear *W, int r0, int n, float *out);
+void pq_linear_rows(const pq_linear *W, int r0, int n, float *out);
 
 // Bytes of the weight as stored (data + scales + zero points), for reports.
 size_t pq_linear_weight_bytes(const pq_linear *W);

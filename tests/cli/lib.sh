@@ -1,0 +1,29 @@
+# Shared helpers for the CLI tests (sourced). Each check prints one
+# "ok - ..." or "FAIL - ..." line; tests/run.sh counts them.
+PQ=${PQ:-build/pq}
+SHARED=${PQ_SHARED:-../shared}
+FIXTURE=$SHARED/fixtures/stories260K
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/pq-cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+
+ok() { echo "ok - $*"; }
+fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
+
+# expect_fail CODE NEEDLE DESCRIPTION -- command...
+# The command must exit with CODE (not crash) and end its stderr with one
+# error line that contains NEEDLE (a first line may echo the configuration).
+expect_fail() {
+    code=$1; needle=$2; what=$3; shift 4
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    last=$(tail -n 1 "$TMP/err")
+    nlines=$(wc -l <"$TMP/err")
+    if [ "$rc" -eq "$code" ] && [ "$nlines" -le 2 ] && printf '%s' "$last" | grep -qF -- "$needle"; then
+        ok "$what: exit $rc, $last"
+    else
+        fail "$what: exit $rc (want $code), stderr: $(head -c 400 "$TMP/err")"
+    fi
+}
+
+finish() { [ "$failures" -eq 0 ]; exit $?; }

@@ -1,0 +1,49 @@
+#!/bin/sh
+# pq ppl and pq inspect from the command line: the golden number, --json,
+# and every bad input giving one line, the right exit code and no crash.
+. tests/cli/lib.sh
+
+TEXT=$SHARED/data/tinystories_val_prefix.txt
+
+# golden protocol on a slice: the first 40 windows (the full run is in test_ppl)
+out=$($PQ ppl "$FIXTURE" --text "$TEXT" --protocol gptq --bos --ctx 256 --max-windows 40 --device cpu 2>"$TMP/err")
+if [ $? -eq 0 ] && echo "$out" | grep -q '^PPL = [0-9.]* +/- [0-9.]*  (10240 tokens scored, 40 windows of 256 with BOS'; then
+    ok "pq ppl prints PPL +/- stderr, tokens scored, windows: $out"
+else
+    fail "pq ppl output: $out $(cat "$TMP/err")"
+fi
+json=$($PQ ppl "$FIXTURE" --text "$TEXT" --bos --ctx 256 --max-windows 2 --json --device cpu 2>/dev/null)
+echo "$json" | grep -q '"ppl": [0-9]' && echo "$json" | grep -q '"tokens_scored": 512' &&
+    ok "pq ppl --json" || fail "pq ppl --json: $json"
+$PQ ppl --help | grep -q -- '--protocol gptq|llamacpp' && ok "pq ppl --help lists flags with defaults" || fail "ppl --help"
+$PQ inspect "$FIXTURE" >"$TMP/inspect" 2>&1 && grep -q 'architecture: LlamaForCausalLM' "$TMP/inspect" &&
+    grep -q 'parameters:   260032' "$TMP/inspect" && grep -q 'model.layers.4.mlp.down_proj.weight *F16 *\[64, 172\]' "$TMP/inspect" &&
+    ok "pq inspect: architecture, parameters, tensors" || fail "pq inspect: $(head -5 "$TMP/inspect")"
+
+# bad input: each one line naming the file and the problem
+mkdir -p "$TMP/m"
+cp "$FIXTURE"/*.json "$TMP/m/"
+head -c 100000 "$FIXTURE/model.safetensors" >"$TMP/m/model.safetensors"
+expect_fail 1 "model.safetensors" "truncated safetensors" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+cp "$FIXTURE/model.safetensors" "$TMP/m/"
+printf '{"architectures": ["GPT2LMHeadModel"], "hidden_size": 64}' >"$TMP/m/config.json"
+expect_fail 1 'unsupported architecture "GPT2LMHeadModel"' "unknown architecture" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": ' >"$TMP/m/config.json"
+expect_fail 1 "config.json: invalid JSON" "malformed config.json" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+cp "$FIXTURE/config.json" "$TMP/m/"
+rm "$TMP/m/tokenizer.json"
+expect_fail 1 "tokenizer.json" "missing tokenizer.json" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+printf 'Once upon a time \377\376 there was' >"$TMP/bad.txt"
+expect_fail 1 "bad.txt" "text that is not UTF-8" -- $PQ ppl "$FIXTURE" --text "$TMP/bad.txt" --device cpu
+expect_fail 2 "max_position_embeddings" "--ctx beyond the model" -- $PQ ppl "$FIXTURE" --text "$TEXT" --ctx 4096 --device cpu
+expect_fail 1 "nonexistent.txt" "missing text file" -- $PQ ppl "$FIXTURE" --text "$TMP/nonexistent.txt" --device cpu
+expect_fail 1 "no such model directory" "missing model" -- $PQ ppl "$TMP/nope" --text "$TEXT" --device cpu
+printf 'Once upon a time' >"$TMP/short.txt"
+expect_fail 1 "fewer than one window" "text shorter than one window" -- $PQ ppl "$FIXTURE" --text "$TMP/short.txt" --ctx 256 --device cpu
+expect_fail 2 "unknown option --frobnicate" "unknown flag" -- $PQ ppl "$FIXTURE" --frobnicate
+expect_fail 2 "'abc' is not an integer" "bad flag value" -- $PQ ppl "$FIXTURE" --text "$TEXT" --ctx abc
+expect_fail 2 "--text FILE is required" "missing --text" -- $PQ ppl "$FIXTURE"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_fail 1 "--device cuda" "--device cuda without a GPU" -- $PQ ppl "$FIXTURE" --text "$TEXT" --device cuda
+fi
+finish
