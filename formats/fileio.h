@@ -23,7 +23,7 @@ pq_status pq_file_write_atomic(const char *path, const void *data, size_t len);
 // Copies src to dst atomically.
 pq_status pq_file_copy_atomic(const char *src, const char *dst);
 
-// fsync a file descriptor's data and then its directory entry's directory.
+// fsyncs the directory dir, making a rename or create inside it durable.
 pq_status pq_fsync_dir(const char *dir);
 
 int pq_file_exists(const char *path);
@@ -31,5 +31,25 @@ int pq_dir_exists(const char *path);
 
 // Joins dir and name with one '/' into out (PQ_ERR_ARG if it does not fit).
 pq_status pq_path_join(char *out, size_t cap, const char *dir, const char *name);
+
+// ---- building blocks for streaming writers (safetensors, zstd) ----------
+
+// The directory part of path into out: "." when it has none, "/" for a
+// file in the root (PQ_ERR_ARG if it does not fit).
+pq_status pq_path_dir(char *out, size_t cap, const char *path);
+
+// Writes "<path>.tmp" into out (PQ_ERR_ARG if it does not fit).
+pq_status pq_tmp_path(char *out, size_t cap, const char *path);
+
+// Writes all len bytes to fd at its position / at byte offset off, retrying
+// short writes and EINTR. PQ_ERR_IO naming path and the reason (a full disk,
+// a file size limit) on failure.
+pq_status pq_fd_write_all(int fd, const void *data, size_t len, const char *path);
+pq_status pq_fd_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *path);
+
+// Finishes an atomic write: fsyncs and closes fd (always closed), renames
+// tmp over final, fsyncs final's directory. PQ_ERR_IO naming the file on
+// failure; a failure before the rename removes tmp and leaves final untouched.
+pq_status pq_file_commit_tmp(int fd, const char *tmp, const char *final);
 
 #endif

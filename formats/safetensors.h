@@ -13,7 +13,8 @@
 // A pq_st is a set of tensors opened together from
 //   - one file:            model.safetensors (mmap'd)
 //   - one zstd file:       model.safetensors.zst (streamed into memory)
-//   - a shard index:       model.safetensors.index.json ("weight_map")
+//   - a shard index:       model.safetensors.index.json ("weight_map"; a
+//                          shard absent on disk is read from "<shard>.zst")
 //   - a model directory:   the first of the above found in it.
 #ifndef PQ_SAFETENSORS_H
 #define PQ_SAFETENSORS_H
@@ -61,7 +62,8 @@ pq_status pq_st_open_buffer(const void *data, size_t len, const char *name, pq_s
 void pq_st_close(pq_st *st); // NULL-safe
 
 int pq_st_count(const pq_st *st);
-const pq_tensor *pq_st_at(const pq_st *st, int i);           // i in [0, count)
+// i in [0, count), else NULL; ordered by file, then by data offset
+const pq_tensor *pq_st_at(const pq_st *st, int i);
 const pq_tensor *pq_st_find(const pq_st *st, const char *name); // NULL if absent
 // A string from the first file's __metadata__, or NULL. Borrowed.
 const char *pq_st_metadata(const pq_st *st, const char *key);
@@ -98,7 +100,9 @@ pq_status pq_st_writer_declare(pq_st_writer *w, const char *name, pq_dtype dtype
                                const int64_t *shape);
 pq_status pq_st_writer_begin(pq_st_writer *w);
 // As begin, but reuses an existing "<final>.tmp" whose header is identical
-// (an interrupted run being resumed); PQ_ERR_FORMAT if it differs.
+// (an interrupted run being resumed); PQ_ERR_FORMAT if it differs,
+// PQ_ERR_IO if there is none. Every tensor then counts as written (the
+// caller's journal knows which are); commit still checks the file's size.
 pq_status pq_st_writer_resume(pq_st_writer *w);
 pq_status pq_st_writer_put(pq_st_writer *w, const char *name, const void *data, size_t nbytes);
 // fsync the temporary file (call before recording progress in a journal).

@@ -1,0 +1,206 @@
+// formats/fileio.c — whole-file reads and crash-safe (tmp + fsync + rename) writes.
+#include "formats/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PATH_CAP 4096
+
+pq_status pq_path_join(char *out, size_t cap, const char *dir, const char *name) {
+    PQ_FAIL_IF(!out || !dir || !name, PQ_ERR_ARG, "pq_path_join: NULL argument");
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') dl--; // keep a lone "/" (the root)
+    while (*name == '/') name++;
+    int n;
+    if (dl == 0)
+        n = snprintf(out, cap, "%s", name);
+    else if (dir[dl - 1] == '/')
+        n = snprintf(out, cap, "/%s", name);
+    else
+        n = snprintf(out, cap, "%.*s/%s", (int)dl, dir, name);
+    PQ_FAIL_IF(n < 0 || (size_t)n >= cap, PQ_ERR_ARG, "%s/%s: path longer than %zu bytes", dir, name,
+               cap ? cap - 1 : 0);
+    return PQ_OK;
+}
+
+pq_status pq_path_dir(char *out, size_t cap, const char *path) {
+    const char *slash = strrchr(path, '/');
+    int n;
+    if (!slash)
+        n = snprintf(out, cap, ".");
+    else if (slash == path)
+        n = snprintf(out, cap, "/");
+    else
+        n = snprintf(out, cap, "%.*s", (int)(slash - path), path);
+    PQ_FAIL_IF(n < 0 || (size_t)n >= cap, PQ_ERR_ARG, "%s: directory name longer than %zu bytes", path,
+               cap ? cap - 1 : 0);
+    return PQ_OK;
+}
+
+pq_status pq_tmp_path(char *out, size_t cap, const char *path) {
+    int n = snprintf(out, cap, "%s.tmp", path);
+    PQ_FAIL_IF(n < 0 || (size_t)n >= cap, PQ_ERR_ARG, "%s: path too long for a temporary name", path);
+    return PQ_OK;
+}
+
+int pq_file_exists(const char *path) {
+    struct stat sb;
+    return path && stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int pq_dir_exists(const char *path) {
+    struct stat sb;
+    return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    pq_status st = PQ_OK;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    PQ_CHECK_GOTO(S_ISDIR(sb.st_mode), st, PQ_ERR_IO, "%s: is a directory, not a file", path);
+    PQ_CHECK_GOTO(S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > max_bytes, st, PQ_ERR_IO,
+                  "%s: %lld bytes, more than the %zu allowed", path, (long long)sb.st_size, max_bytes);
+    // the size is a hint only (pipes and /proc files report 0): read to EOF
+    cap = S_ISREG(sb.st_mode) ? (size_t)sb.st_size + 2 : 4096; // +2: the NUL and the EOF probe
+    for (;;) {
+        if (n + 1 >= cap) {
+            size_t ncap = cap * 2;
+            char *nb = realloc(buf, ncap);
+            PQ_CHECK_GOTO(!nb, st, PQ_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, ncap);
+            buf = nb;
+            cap = ncap;
+        } else if (!buf) {
+            buf = malloc(cap);
+            PQ_CHECK_GOTO(!buf, st, PQ_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
+        }
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        PQ_CHECK_GOTO(r < 0, st, PQ_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        if (r == 0) break;
+        n += (size_t)r;
+        PQ_CHECK_GOTO(n > max_bytes, st, PQ_ERR_IO, "%s: more than the %zu bytes allowed", path, max_bytes);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    buf = NULL;
+done:
+    free(buf);
+    close(fd);
+    return st;
+}
+
+pq_status pq_fd_write_all(int fd, const void *data, size_t len, const char *path) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        PQ_FAIL_IF(w < 0, PQ_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        PQ_FAIL_IF(w == 0, PQ_ERR_IO, "%s: write made no progress", path);
+        p += w;
+        len -= (size_t)w;
+    }
+    return PQ_OK;
+}
+
+pq_status pq_fd_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *path) {
+    const char *p = data;
+    while (len > 0) {
+        PQ_FAIL_IF(off > (uint64_t)INT64_MAX, PQ_ERR_IO, "%s: write offset %llu too large", path,
+                   (unsigned long long)off);
+        ssize_t w = pwrite(fd, p, len, (off_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        PQ_FAIL_IF(w < 0, PQ_ERR_IO, "%s: write of %zu bytes at offset %llu failed: %s", path, len,
+                   (unsigned long long)off, strerror(errno));
+        PQ_FAIL_IF(w == 0, PQ_ERR_IO, "%s: write made no progress", path);
+        p += w;
+        off += (uint64_t)w;
+        len -= (size_t)w;
+    }
+    return PQ_OK;
+}
+
+pq_status pq_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+    int rc = fsync(fd), err = errno;
+    close(fd);
+    // EINVAL: this file system cannot sync directories; nothing more to do
+    PQ_FAIL_IF(rc != 0 && err != EINVAL, PQ_ERR_IO, "%s: fsync of directory failed: %s", dir, strerror(err));
+    return PQ_OK;
+}
+
+pq_status pq_file_commit_tmp(int fd, const char *tmp, const char *final) {
+    pq_status st = PQ_OK;
+    char dir[PATH_CAP];
+    if (fsync(fd) != 0) {
+        st = PQ_FAIL(PQ_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return st;
+    }
+    // close can report a deferred write error (NFS, quotas)
+    PQ_CHECK_GOTO(close(fd) != 0, st, PQ_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    PQ_CHECK_GOTO(rename(tmp, final) != 0, st, PQ_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
+                  strerror(errno));
+    PQ_TRY(pq_path_dir(dir, sizeof dir, final));
+    return pq_fsync_dir(dir);
+done:
+    unlink(tmp);
+    return st;
+}
+
+pq_status pq_file_write_atomic(const char *path, const void *data, size_t len) {
+    char tmp[PATH_CAP];
+    PQ_TRY(pq_tmp_path(tmp, sizeof tmp, path));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    pq_status st = pq_fd_write_all(fd, data, len, tmp);
+    if (st != PQ_OK) {
+        close(fd);
+        unlink(tmp);
+        return st;
+    }
+    return pq_file_commit_tmp(fd, tmp, path);
+}
+
+pq_status pq_file_copy_atomic(const char *src, const char *dst) {
+    char tmp[PATH_CAP];
+    PQ_TRY(pq_tmp_path(tmp, sizeof tmp, dst));
+    pq_status st = PQ_OK;
+    enum { CHUNK = 1 << 20 };
+    char *buf = NULL;
+    int out = -1, in = open(src, O_RDONLY | O_CLOEXEC);
+    PQ_FAIL_IF(in < 0, PQ_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    buf = malloc(CHUNK);
+    PQ_CHECK_GOTO(!buf, st, PQ_ERR_NOMEM, "%s: out of memory for a copy buffer", src);
+    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    PQ_CHECK_GOTO(out < 0, st, PQ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    for (;;) {
+        ssize_t r = read(in, buf, CHUNK);
+        if (r < 0 && errno == EINTR) continue;
+        PQ_CHECK_GOTO(r < 0, st, PQ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+        if (r == 0) break;
+        PQ_TRY_GOTO(st, pq_fd_write_all(out, buf, (size_t)r, tmp));
+    }
+    st = pq_file_commit_tmp(out, tmp, dst);
+    out = -1; // closed (and tmp removed on failure) by the commit
+done:
+    if (out >= 0) {
+        close(out);
+        unlink(tmp);
+    }
+    free(buf);
+    close(in);
+    return st;
+}

@@ -1,0 +1,495 @@
+// formats/safetensors.c — the validated safetensors reader: one file (mmap),
+// one .zst file (decompressed into memory), a shard index, or a directory.
+//
+// Nothing in a header is trusted before it is checked: the header length
+// against the file, the JSON types, dtypes, shapes (and their products,
+// without overflow), byte counts, offsets against the data region, overlaps,
+// and duplicate names (within a file by the JSON parser, across shards here).
+#include "formats/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/fileio.h"
+#include "formats/zstd_io.h"
+
+#define MAX_HEADER_BYTES 100000000ull        // the Hugging Face library's limit
+#define MAX_INDEX_BYTES  ((size_t)100 << 20) // model.safetensors.index.json
+#define MAX_ZSTD_BYTES   ((size_t)1 << 42)   // decompressed .zst image
+#define PATH_CAP         4096
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[PQ_DT_COUNT] = {
+    [PQ_DT_F64] = {"F64", 8},   [PQ_DT_F32] = {"F32", 4},         [PQ_DT_F16] = {"F16", 2},
+    [PQ_DT_BF16] = {"BF16", 2}, [PQ_DT_F8_E4M3] = {"F8_E4M3", 1}, [PQ_DT_F8_E5M2] = {"F8_E5M2", 1},
+    [PQ_DT_I64] = {"I64", 8},   [PQ_DT_I32] = {"I32", 4},         [PQ_DT_I16] = {"I16", 2},
+    [PQ_DT_I8] = {"I8", 1},     [PQ_DT_U64] = {"U64", 8},         [PQ_DT_U32] = {"U32", 4},
+    [PQ_DT_U16] = {"U16", 2},   [PQ_DT_U8] = {"U8", 1},           [PQ_DT_BOOL] = {"BOOL", 1},
+};
+
+size_t pq_dtype_size(pq_dtype dt) { return (unsigned)dt < PQ_DT_COUNT ? dtypes[dt].size : 0; }
+
+const char *pq_dtype_name(pq_dtype dt) { return (unsigned)dt < PQ_DT_COUNT ? dtypes[dt].name : "?"; }
+
+static int find_dtype(const char *name) {
+    for (int i = 0; i < PQ_DT_COUNT; i++)
+        if (strcmp(name, dtypes[i].name) == 0) return i;
+    return -1;
+}
+
+pq_status pq_dtype_parse(const char *name, pq_dtype *out) {
+    int dt = name ? find_dtype(name) : -1;
+    PQ_FAIL_IF(dt < 0, PQ_ERR_FORMAT, "unknown dtype '%.64s'", name ? name : "(null)");
+    *out = (pq_dtype)dt;
+    return PQ_OK;
+}
+
+typedef struct {
+    char *path;
+    const uint8_t *base; // the safetensors image: 8-byte length, header, data
+    size_t len;
+    void *map;     // mmap'd plain file (len bytes), or NULL
+    uint8_t *heap; // decompressed .zst image, or NULL
+    uint64_t disk_bytes;
+    json_t *header; // tensor names and metadata borrow from it
+} st_file;
+
+struct pq_st {
+    char *path; // what was opened (the chosen file for a directory)
+    st_file *files;
+    int nfiles;
+    pq_tensor *t; // by file, then data offset
+    int count;
+    const pq_tensor **by_name; // sorted by strcmp, for lookups
+    json_t *meta;              // the first file's __metadata__, or NULL
+};
+
+// "[2,3,4]" into buf
+static const char *shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return buf;
+}
+
+static pq_status parse_shape(const char *file, const char *name, json_t *js, pq_tensor *t, uint64_t *numel) {
+    PQ_FAIL_IF(!json_is_array(js), PQ_ERR_FORMAT, "%s: tensor '%.200s': shape missing or not an array", file,
+               name);
+    size_t nd = json_array_size(js);
+    PQ_FAIL_IF(nd > PQ_MAX_DIMS, PQ_ERR_FORMAT, "%s: tensor '%.200s': shape has %zu dimensions, more than %d",
+               file, name, nd, PQ_MAX_DIMS);
+    *numel = 1;
+    for (size_t i = 0; i < nd; i++) {
+        json_t *d = json_array_get(js, i);
+        PQ_FAIL_IF(!json_is_integer(d), PQ_ERR_FORMAT, "%s: tensor '%.200s': shape[%zu] is not an integer",
+                   file, name, i);
+        json_int_t x = json_integer_value(d);
+        PQ_FAIL_IF(x < 0, PQ_ERR_FORMAT, "%s: tensor '%.200s': shape[%zu] = %lld is negative", file, name, i,
+                   (long long)x);
+        PQ_FAIL_IF(__builtin_mul_overflow(*numel, (uint64_t)x, numel) || *numel > (uint64_t)INT64_MAX,
+                   PQ_ERR_FORMAT, "%s: tensor '%.200s': shape element count overflows", file, name);
+        t->shape[i] = x;
+    }
+    t->ndim = (int)nd;
+    t->numel = (int64_t)*numel;
+    return PQ_OK;
+}
+
+// Validates one header entry and fills t (all but data and file); *begin is
+// its offset in the data region of data_len bytes.
+static pq_status parse_entry(const char *file, const char *name, json_t *v, size_t data_len, pq_tensor *t,
+                             uint64_t *begin) {
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    PQ_FAIL_IF(!json_is_object(v), PQ_ERR_FORMAT, "%s: tensor '%.200s': entry is not a JSON object", file,
+               name);
+    json_t *jd = json_object_get(v, "dtype"), *jo = json_object_get(v, "data_offsets");
+    PQ_FAIL_IF(!json_is_string(jd), PQ_ERR_FORMAT, "%s: tensor '%.200s': dtype missing or not a string", file,
+               name);
+    int dt = find_dtype(json_string_value(jd));
+    PQ_FAIL_IF(dt < 0, PQ_ERR_FORMAT, "%s: tensor '%.200s': unknown dtype '%.32s'", file, name,
+               json_string_value(jd));
+    t->dtype = (pq_dtype)dt;
+    uint64_t numel = 0, nbytes = 0;
+    PQ_TRY(parse_shape(file, name, json_object_get(v, "shape"), t, &numel));
+    PQ_FAIL_IF(__builtin_mul_overflow(numel, (uint64_t)dtypes[dt].size, &nbytes), PQ_ERR_FORMAT,
+               "%s: tensor '%.200s': byte size overflows", file, name);
+    PQ_FAIL_IF(!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
+                   !json_is_integer(json_array_get(jo, 1)),
+               PQ_ERR_FORMAT, "%s: tensor '%.200s': data_offsets missing or not [begin,end] integers", file,
+               name);
+    json_int_t b = json_integer_value(json_array_get(jo, 0)), e = json_integer_value(json_array_get(jo, 1));
+    PQ_FAIL_IF(b < 0 || e < 0, PQ_ERR_FORMAT, "%s: tensor '%.200s': data_offsets [%lld,%lld] negative", file,
+               name, (long long)b, (long long)e);
+    PQ_FAIL_IF(b > e, PQ_ERR_FORMAT, "%s: tensor '%.200s': data_offsets [%lld,%lld] end before start", file,
+               name, (long long)b, (long long)e);
+    PQ_FAIL_IF((uint64_t)e > data_len, PQ_ERR_FORMAT,
+               "%s: tensor '%.200s': data_offsets [%lld,%lld] past the end of the %zu-byte data region", file,
+               name, (long long)b, (long long)e, data_len);
+    char sb[160];
+    PQ_FAIL_IF((uint64_t)(e - b) != nbytes, PQ_ERR_FORMAT,
+               "%s: tensor '%.200s': %s %s is %llu bytes but data_offsets [%lld,%lld] hold %lld", file, name,
+               dtypes[dt].name, shape_str(sb, sizeof sb, t->ndim, t->shape), (unsigned long long)nbytes,
+               (long long)b, (long long)e, (long long)(e - b));
+    t->nbytes = (size_t)nbytes;
+    *begin = (uint64_t)b;
+    return PQ_OK;
+}
+
+static pq_status check_metadata(const char *file, json_t *m) {
+    PQ_FAIL_IF(!json_is_object(m), PQ_ERR_FORMAT, "%s: __metadata__ is not a JSON object", file);
+    const char *k;
+    json_t *v;
+    json_object_foreach(m, k, v) {
+        PQ_FAIL_IF(!json_is_string(v), PQ_ERR_FORMAT, "%s: __metadata__ '%.200s' is not a string", file, k);
+    }
+    return PQ_OK;
+}
+
+static int cmp_offset(const void *a, const void *b) {
+    const pq_tensor *x = a, *y = b;
+    const uint8_t *px = x->data, *py = y->data;
+    if (px != py) return px < py ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+// Parses files[file]'s image and appends its tensors, sorted by offset.
+static pq_status add_image(pq_st *st, int file) {
+    st_file *f = &st->files[file];
+    const char *fn = f->path;
+    PQ_FAIL_IF(f->len < 8, PQ_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length", fn, f->len);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | f->base[i];
+    PQ_FAIL_IF(n > f->len - 8, PQ_ERR_FORMAT,
+               "%s: header length %llu runs past the end of the file (%zu bytes)", fn, (unsigned long long)n,
+               f->len);
+    PQ_FAIL_IF(n > MAX_HEADER_BYTES, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
+               (unsigned long long)n, MAX_HEADER_BYTES);
+    json_error_t err;
+    f->header = json_loadb((const char *)f->base + 8, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    PQ_FAIL_IF(!f->header && json_error_code(&err) == json_error_duplicate_key, PQ_ERR_FORMAT,
+               "%s: header names a tensor twice: %s", fn, err.text);
+    PQ_FAIL_IF(!f->header, PQ_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", fn, err.text,
+               err.position);
+    PQ_FAIL_IF(!json_is_object(f->header), PQ_ERR_FORMAT, "%s: header is not a JSON object", fn);
+    size_t nt = json_object_size(f->header);
+    PQ_FAIL_IF(nt > (size_t)(INT_MAX - st->count), PQ_ERR_FORMAT, "%s: too many tensors", fn);
+    pq_tensor *nt_arr = realloc(st->t, (st->count + nt + 1) * sizeof *st->t);
+    PQ_FAIL_IF(!nt_arr, PQ_ERR_NOMEM, "%s: out of memory for %zu tensors", fn, nt);
+    st->t = nt_arr;
+    const uint8_t *data = f->base + 8 + n;
+    size_t data_len = f->len - 8 - (size_t)n;
+    int first = st->count;
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->header, key, v) {
+        if (strcmp(key, "__metadata__") == 0) {
+            PQ_TRY(check_metadata(fn, v));
+            if (file == 0) st->meta = v;
+            continue;
+        }
+        pq_tensor *t = &st->t[st->count];
+        uint64_t begin = 0;
+        PQ_TRY(parse_entry(fn, key, v, data_len, t, &begin));
+        t->data = data + begin;
+        t->file = file;
+        st->count++;
+    }
+    qsort(st->t + first, (size_t)(st->count - first), sizeof *st->t, cmp_offset);
+    const pq_tensor *prev = NULL; // the non-empty tensor reaching furthest so far
+    for (int i = first; i < st->count; i++) {
+        const pq_tensor *t = &st->t[i];
+        if (t->nbytes == 0) continue;
+        PQ_FAIL_IF(
+            prev && (const uint8_t *)t->data < (const uint8_t *)prev->data + prev->nbytes, PQ_ERR_FORMAT,
+            "%s: tensor '%.200s' (data_offsets [%td,%td]) overlaps tensor '%.200s' ([%td,%td])", fn, t->name,
+            (const uint8_t *)t->data - data, (const uint8_t *)t->data - data + (ptrdiff_t)t->nbytes, prev->name,
+            (const uint8_t *)prev->data - data, (const uint8_t *)prev->data - data + (ptrdiff_t)prev->nbytes);
+        prev = t;
+    }
+    return PQ_OK;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static st_file *new_file(pq_st *st, const char *path) {
+    st_file *nf = realloc(st->files, (size_t)(st->nfiles + 1) * sizeof *nf);
+    if (!nf) return NULL;
+    st->files = nf;
+    st_file *f = &nf[st->nfiles];
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    if (!f->path) return NULL;
+    st->nfiles++;
+    return f;
+}
+
+static pq_status map_plain(st_file *f) {
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    struct stat sb;
+    pq_status st = PQ_OK;
+    PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", f->path, strerror(errno));
+    PQ_CHECK_GOTO(!S_ISREG(sb.st_mode), st, PQ_ERR_IO, "%s: not a regular file", f->path);
+    f->disk_bytes = (uint64_t)sb.st_size;
+    f->len = (size_t)sb.st_size;
+    if (f->len > 0) { // an empty file is reported as too short by add_image
+        void *m = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
+        PQ_CHECK_GOTO(m == MAP_FAILED, st, PQ_ERR_IO, "%s: mmap failed: %s", f->path, strerror(errno));
+        f->map = m;
+        f->base = m;
+    }
+done:
+    close(fd);
+    return st;
+}
+
+// Opens one safetensors file (plain or .zst) as the next file of st.
+static pq_status add_file(pq_st *st, const char *path) {
+    st_file *f = new_file(st, path);
+    PQ_FAIL_IF(!f, PQ_ERR_NOMEM, "%s: out of memory", path);
+    if (ends_with(path, ".zst")) {
+        size_t len;
+        PQ_TRY(pq_zstd_read_file(path, MAX_ZSTD_BYTES, &f->heap, &len, &f->disk_bytes));
+        f->base = f->heap;
+        f->len = len;
+    } else {
+        PQ_TRY(map_plain(f));
+    }
+    return add_image(st, st->nfiles - 1);
+}
+
+static int cmp_name_ptr(const void *a, const void *b) {
+    return strcmp((*(const pq_tensor *const *)a)->name, (*(const pq_tensor *const *)b)->name);
+}
+
+// Builds the name index and refuses a name that two shards both hold.
+static pq_status index_names(pq_st *st) {
+    st->by_name = malloc((size_t)(st->count + 1) * sizeof *st->by_name);
+    PQ_FAIL_IF(!st->by_name, PQ_ERR_NOMEM, "%s: out of memory", st->path);
+    for (int i = 0; i < st->count; i++) st->by_name[i] = &st->t[i];
+    qsort(st->by_name, (size_t)st->count, sizeof *st->by_name, cmp_name_ptr);
+    for (int i = 1; i < st->count; i++) {
+        const pq_tensor *a = st->by_name[i - 1], *b = st->by_name[i];
+        PQ_FAIL_IF(strcmp(a->name, b->name) == 0, PQ_ERR_FORMAT, "%s: tensor '%.200s' is in both %s and %s",
+                   st->path, a->name, st->files[a->file].path, st->files[b->file].path);
+    }
+    return PQ_OK;
+}
+
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// The shards named by a weight_map (sorted, unique) into *out (borrowed
+// strings); each must be a file name in the index's directory.
+static pq_status list_shards(const char *path, json_t *wm, const char ***out, int *n) {
+    size_t cap = json_object_size(wm);
+    const char **names = malloc((cap + 1) * sizeof *names);
+    PQ_FAIL_IF(!names, PQ_ERR_NOMEM, "%s: out of memory", path);
+    int k = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(wm, key, v) {
+        const char *s = json_string_value(v);
+        if (!s || !*s || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) {
+            free(names);
+            return PQ_FAIL(PQ_ERR_FORMAT,
+                           "%s: weight_map entry '%.200s' is not a file name in the same directory", path, key);
+        }
+        names[k++] = s;
+    }
+    qsort(names, (size_t)k, sizeof *names, cmp_str_ptr);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
+    *out = names;
+    *n = u;
+    return PQ_OK;
+}
+
+// Opens every shard of an index (a shard may also be stored as "<shard>.zst")
+// and checks that each listed tensor is in the shard the index names.
+static pq_status open_index(pq_st *st, const char *path) {
+    pq_status s = PQ_OK;
+    char *text = NULL, dir[PATH_CAP], full[PATH_CAP], zst[PATH_CAP];
+    const char **shards = NULL;
+    int nshards = 0;
+    size_t len;
+    json_error_t err;
+    PQ_TRY(pq_file_read(path, MAX_INDEX_BYTES, &text, &len));
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
+    PQ_FAIL_IF(!root, PQ_ERR_FORMAT, "%s: not valid JSON: %s (line %d column %d)", path, err.text, err.line,
+               err.column);
+    json_t *wm = json_object_get(root, "weight_map");
+    PQ_CHECK_GOTO(!json_is_object(wm), s, PQ_ERR_FORMAT, "%s: no \"weight_map\" object", path);
+    PQ_CHECK_GOTO(json_object_size(wm) == 0, s, PQ_ERR_FORMAT, "%s: weight_map is empty", path);
+    PQ_TRY_GOTO(s, list_shards(path, wm, &shards, &nshards));
+    PQ_TRY_GOTO(s, pq_path_dir(dir, sizeof dir, path));
+    for (int i = 0; i < nshards; i++) {
+        PQ_TRY_GOTO(s, pq_path_join(full, sizeof full, dir, shards[i]));
+        int n = snprintf(zst, sizeof zst, "%s.zst", full);
+        int use_zst = !pq_file_exists(full) && n > 0 && (size_t)n < sizeof zst && pq_file_exists(zst);
+        s = add_file(st, use_zst ? zst : full);
+        if (s != PQ_OK) {
+            s = pq_fail_context(s, "%s", path);
+            goto done;
+        }
+    }
+    PQ_TRY_GOTO(s, index_names(st));
+    const char *key;
+    json_t *v;
+    json_object_foreach(wm, key, v) {
+        const pq_tensor *t = pq_st_find(st, key);
+        const char *want = json_string_value(v);
+        PQ_CHECK_GOTO(!t, s, PQ_ERR_FORMAT, "%s: tensor '%.200s' listed in weight_map is not in %s", path, key,
+                      want);
+        // files were opened in the order of the sorted shard list
+        PQ_CHECK_GOTO(strcmp(shards[t->file], want) != 0, s, PQ_ERR_FORMAT,
+                      "%s: tensor '%.200s' is listed in %s but stored in %s", path, key, want, shards[t->file]);
+    }
+done:
+    free(shards);
+    json_decref(root);
+    return s;
+}
+
+pq_status pq_st_open(const char *path, pq_st **out) {
+    PQ_FAIL_IF(!out, PQ_ERR_ARG, "pq_st_open: NULL out");
+    *out = NULL;
+    PQ_FAIL_IF(!path, PQ_ERR_ARG, "pq_st_open: NULL path");
+    static const char *const in_dir[] = {"model.safetensors", "model.safetensors.zst",
+                                         "model.safetensors.index.json"};
+    char chosen[PATH_CAP];
+    snprintf(chosen, sizeof chosen, "%s", path);
+    if (pq_dir_exists(path)) {
+        int found = 0;
+        for (int i = 0; i < 3 && !found; i++) {
+            PQ_TRY(pq_path_join(chosen, sizeof chosen, path, in_dir[i]));
+            found = pq_file_exists(chosen);
+        }
+        PQ_FAIL_IF(!found, PQ_ERR_IO, "%s: directory has no model.safetensors, .safetensors.zst or .index.json",
+                   path);
+    }
+    pq_st *st = calloc(1, sizeof *st);
+    PQ_FAIL_IF(!st, PQ_ERR_NOMEM, "%s: out of memory", path);
+    pq_status s = PQ_OK;
+    st->path = strdup(chosen);
+    PQ_CHECK_GOTO(!st->path, s, PQ_ERR_NOMEM, "%s: out of memory", path);
+    if (ends_with(chosen, ".json")) {
+        PQ_TRY_GOTO(s, open_index(st, chosen));
+    } else {
+        PQ_TRY_GOTO(s, add_file(st, chosen));
+        PQ_TRY_GOTO(s, index_names(st));
+    }
+    *out = st;
+    return PQ_OK;
+done:
+    pq_st_close(st);
+    return s;
+}
+
+pq_status pq_st_open_buffer(const void *data, size_t len, const char *name, pq_st **out) {
+    PQ_FAIL_IF(!out, PQ_ERR_ARG, "pq_st_open_buffer: NULL out");
+    *out = NULL;
+    if (!name) name = "<buffer>";
+    PQ_FAIL_IF(!data && len, PQ_ERR_ARG, "%s: NULL data", name);
+    pq_st *st = calloc(1, sizeof *st);
+    PQ_FAIL_IF(!st, PQ_ERR_NOMEM, "%s: out of memory", name);
+    pq_status s = PQ_OK;
+    st->path = strdup(name);
+    st_file *f = st->path ? new_file(st, name) : NULL;
+    PQ_CHECK_GOTO(!f, s, PQ_ERR_NOMEM, "%s: out of memory", name);
+    f->base = data;
+    f->len = len;
+    f->disk_bytes = len;
+    PQ_TRY_GOTO(s, add_image(st, 0));
+    PQ_TRY_GOTO(s, index_names(st));
+    *out = st;
+    return PQ_OK;
+done:
+    pq_st_close(st);
+    return s;
+}
+
+void pq_st_close(pq_st *st) {
+    if (!st) return;
+    for (int i = 0; i < st->nfiles; i++) {
+        st_file *f = &st->files[i];
+        if (f->map) munmap(f->map, f->len);
+        free(f->heap);
+        json_decref(f->header);
+        free(f->path);
+    }
+    free(st->files);
+    free(st->t);
+    free(st->by_name);
+    free(st->path);
+    free(st);
+}
+
+int pq_st_count(const pq_st *st) { return st ? st->count : 0; }
+
+const pq_tensor *pq_st_at(const pq_st *st, int i) { return st && i >= 0 && i < st->count ? &st->t[i] : NULL; }
+
+static int cmp_key_name(const void *key, const void *elem) {
+    return strcmp(key, (*(const pq_tensor *const *)elem)->name);
+}
+
+const pq_tensor *pq_st_find(const pq_st *st, const char *name) {
+    if (!st || !name || !st->count) return NULL;
+    const pq_tensor *const *p =
+        bsearch(name, st->by_name, (size_t)st->count, sizeof *st->by_name, cmp_key_name);
+    return p ? *p : NULL;
+}
+
+const char *pq_st_metadata(const pq_st *st, const char *key) {
+    return st && st->meta && key ? json_string_value(json_object_get(st->meta, key)) : NULL;
+}
+
+int pq_st_file_count(const pq_st *st) { return st ? st->nfiles : 0; }
+
+const char *pq_st_file_path(const pq_st *st, int file) {
+    return st && file >= 0 && file < st->nfiles ? st->files[file].path : NULL;
+}
+
+uint64_t pq_st_file_disk_bytes(const pq_st *st, int file) {
+    return st && file >= 0 && file < st->nfiles ? st->files[file].disk_bytes : 0;
+}
+
+uint64_t pq_st_file_raw_bytes(const pq_st *st, int file) {
+    return st && file >= 0 && file < st->nfiles ? st->files[file].len : 0;
+}
+
+pq_status pq_st_expect(const pq_st *st, const char *name, pq_dtype dtype, int ndim, const int64_t *shape,
+                       const pq_tensor **out) {
+    if (out) *out = NULL;
+    PQ_FAIL_IF(!st || !name || ndim < 0 || ndim > PQ_MAX_DIMS || (ndim && !shape), PQ_ERR_ARG,
+               "pq_st_expect: bad arguments");
+    const pq_tensor *t = pq_st_find(st, name);
+    PQ_FAIL_IF(!t, PQ_ERR_FORMAT, "%s: tensor '%.200s' not found", st->path, name);
+    const char *fn = st->files[t->file].path;
+    PQ_FAIL_IF(t->dtype != dtype, PQ_ERR_FORMAT, "%s: tensor '%.200s': dtype %s, expected %s", fn, name,
+               pq_dtype_name(t->dtype), pq_dtype_name(dtype));
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+    char a[160], b[160];
+    PQ_FAIL_IF(!same, PQ_ERR_FORMAT, "%s: tensor '%.200s': shape %s, expected %s", fn, name,
+               shape_str(a, sizeof a, t->ndim, t->shape), shape_str(b, sizeof b, ndim, shape));
+    if (out) *out = t;
+    return PQ_OK;
+}
