@@ -1,0 +1,464 @@
+// tests/test_tokenizer.c — formats/tokenizer against the stories260K goldens,
+// hand-checked corner cases, and bad input.
+//
+//   build/tests/test_tokenizer                    the unit and golden tests
+//   build/tests/test_tokenizer --oracle MANIFEST  compares pq with the Hugging
+//       Face tokenizers library on the cases tests/tokenizer_oracle.py wrote
+//       (run by tests/cli/test_tokenizer_oracle.sh)
+#include <jansson.h>
+
+#include "formats/pretok.h"
+#include "formats/tokenizer.h"
+#include "tests/test.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    fclose(f);
+    if (!buf || (long)got != n) {
+        free(buf);
+        return NULL;
+    }
+    buf[got] = 0;
+    *len = got;
+    return buf;
+}
+
+// Index of the first difference of two id arrays (n if equal up to n).
+static size_t first_diff(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
+    size_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+static void report_diff(const pq_tokenizer *tok, const int32_t *got, size_t ng, const int32_t *want, size_t nw) {
+    size_t i = first_diff(got, ng, want, nw);
+    printf("    %zu ids vs %zu expected; first difference at index %zu:", ng, nw, i);
+    for (size_t k = i >= 3 ? i - 3 : 0; k < i + 4 && k < nw; k++) {
+        const char *p = pq_tok_piece(tok, want[k]);
+        printf(" %s[%d '%s']", k == i ? ">" : "", (int)want[k], p ? p : "?");
+    }
+    printf("\n    pq:");
+    for (size_t k = i >= 3 ? i - 3 : 0; k < i + 4 && k < ng; k++) {
+        const char *p = pq_tok_piece(tok, got[k]);
+        printf(" %s[%d '%s']", k == i ? ">" : "", (int)got[k], p ? p : "?");
+    }
+    printf("\n");
+}
+
+// ---- a tiny safetensors reader (I32 tensors only), local to this test ----------
+
+typedef struct {
+    char *file;
+    size_t len;
+    json_t *header;
+} st_file;
+
+static int st_open(const char *path, st_file *f) {
+    memset(f, 0, sizeof *f);
+    f->file = read_file(path, &f->len);
+    if (!f->file || f->len < 8) return 0;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | (unsigned char)f->file[i];
+    if (hlen > f->len - 8) return 0;
+    f->header = json_loadb(f->file + 8, (size_t)hlen, 0, NULL);
+    return f->header != NULL;
+}
+
+// The I32 tensor called name as a pointer into the file (NULL if absent).
+static const int32_t *st_i32(const st_file *f, const char *name, size_t *n) {
+    json_t *t = json_object_get(f->header, name);
+    const char *dtype = json_string_value(json_object_get(t, "dtype"));
+    json_t *off = json_object_get(t, "data_offsets");
+    if (!dtype || strcmp(dtype, "I32") != 0 || json_array_size(off) != 2) return NULL;
+    size_t base = 8 + (size_t)((unsigned char)f->file[0] | (unsigned char)f->file[1] << 8 |
+                               (unsigned char)f->file[2] << 16 | (size_t)(unsigned char)f->file[3] << 24);
+    size_t a = (size_t)json_integer_value(json_array_get(off, 0)), b = (size_t)json_integer_value(json_array_get(off, 1));
+    if (b < a || base + b > f->len || (b - a) % 4) return NULL;
+    *n = (b - a) / 4;
+    return (const int32_t *)(f->file + base + a);
+}
+
+static void st_close(st_file *f) {
+    json_decref(f->header);
+    free(f->file);
+}
+
+// ---- the fixture -----------------------------------------------------------------
+
+static void test_golden_prompts(const pq_tokenizer *tok) {
+    PQ_CHECK(pq_tok_vocab_size(tok) == 512 && pq_tok_bos(tok) == 1 && pq_tok_eos(tok) == 2 && pq_tok_adds_bos(tok),
+             "fixture: vocab 512, BOS 1, EOS 2, adds BOS (vocab %d bos %d eos %d)", pq_tok_vocab_size(tok),
+             pq_tok_bos(tok), pq_tok_eos(tok));
+    json_t *g = json_load_file(pq_test_path("fixtures/stories260K/golden/golden.json"), 0, NULL);
+    json_t *prompts = json_object_get(g, "prompts");
+    PQ_CHECK(json_array_size(prompts) == 4, "golden.json lists 4 prompts");
+    for (size_t p = 0; p < json_array_size(prompts); p++) {
+        json_t *pr = json_array_get(prompts, p), *want = json_object_get(pr, "token_ids");
+        json_t *pieces = json_object_get(pr, "token_pieces");
+        const char *text = json_string_value(json_object_get(pr, "text"));
+        int32_t *ids = NULL;
+        size_t n = 0;
+        pq_status st = pq_tok_encode(tok, text, strlen(text), 1, &ids, &n);
+        int same = st == PQ_OK && n == json_array_size(want), same_pieces = same;
+        for (size_t i = 0; same && i < n; i++) {
+            same = ids[i] == json_integer_value(json_array_get(want, i));
+            const char *pc = pq_tok_piece(tok, ids[i]);
+            same_pieces = same_pieces && pc && strcmp(pc, json_string_value(json_array_get(pieces, i))) == 0;
+        }
+        PQ_CHECK(same, "golden prompt%zu: %zu ids with BOS equal golden.json (%s)", p, n, pq_last_error());
+        PQ_CHECK(same_pieces, "golden prompt%zu: pieces equal golden.json", p);
+        char *back = NULL;
+        size_t blen = 0;
+        st = pq_tok_decode(tok, ids, n, 1, &back, &blen);
+        PQ_CHECK(st == PQ_OK && blen == strlen(text) && strcmp(back, text) == 0, "golden prompt%zu: decode gives the text back",
+                 p);
+        free(back);
+        free(ids);
+    }
+    json_decref(g);
+}
+
+static void check_stream(const pq_tokenizer *tok, const st_file *sf, const char *tensor, const char *text_rel,
+                         size_t limit) {
+    size_t tlen = 0, nwant = 0, n = 0;
+    char *text = read_file(pq_test_path(text_rel), &tlen);
+    const int32_t *want = st_i32(sf, tensor, &nwant);
+    if (!text || !want) {
+        PQ_CHECK(0, "%s: text and %s readable", text_rel, tensor);
+        free(text);
+        return;
+    }
+    if (tlen > limit) tlen = limit;
+    int32_t *ids = NULL;
+    double t0 = now_s();
+    pq_status st = pq_tok_encode(tok, text, tlen, 0, &ids, &n);
+    double dt = now_s() - t0;
+    int same = st == PQ_OK && n == nwant && memcmp(ids, want, n * sizeof *ids) == 0;
+    PQ_CHECK(same, "%s (%zu bytes): %zu ids equal %s (%.3f s)", text_rel, tlen, n, tensor, dt);
+    if (!same && st == PQ_OK) report_diff(tok, ids, n, want, nwant);
+    char *back = NULL;
+    size_t blen = 0;
+    st = pq_tok_decode(tok, ids, n, 0, &back, &blen);
+    PQ_CHECK(st == PQ_OK && blen == tlen && memcmp(back, text, tlen) == 0, "%s: decode(encode(text)) == text", text_rel);
+    free(back);
+    free(ids);
+    free(text);
+}
+
+static void test_ppl_streams(const pq_tokenizer *tok) {
+    st_file sf;
+    if (!st_open(pq_test_path("fixtures/stories260K/golden/ppl_tokens.safetensors"), &sf)) {
+        PQ_CHECK(0, "ppl_tokens.safetensors readable");
+        st_close(&sf);
+        return;
+    }
+    check_stream(tok, &sf, "tinystories_val_prefix.tokens", "data/tinystories_val_prefix.txt", SIZE_MAX);
+    check_stream(tok, &sf, "wiki_test_raw_first_200000_bytes.tokens", "data/wiki.test.raw", 200000);
+    st_close(&sf);
+}
+
+static void test_speed(const pq_tokenizer *tok) {
+    size_t len = 0, n = 0;
+    char *text = read_file(pq_test_path("data/c4_validation_2k.txt"), &len);
+    if (!text) {
+        PQ_CHECK(0, "c4_validation_2k.txt readable");
+        return;
+    }
+    int32_t *ids = NULL;
+    double t0 = now_s();
+    pq_status st = pq_tok_encode(tok, text, len, 0, &ids, &n);
+    double dt = now_s() - t0;
+    // the README's independent tokenizers agree on this count; the time bound
+    // is loose (shared machines) but catches a quadratic merge loop
+    PQ_CHECK(st == PQ_OK && n == 2583532 && dt < 5.0,
+             "c4_validation_2k.txt (%zu bytes, one 4 MB word): %zu ids (2583532 expected) in %.2f s", len, n, dt);
+    free(ids);
+    free(text);
+}
+
+// ---- small models: unk, fuse_unk, byte_fallback, ignore_merges ----------------
+// The expected ids were produced by the tokenizers library (0.23) from the
+// same JSON.
+
+static const char *small_json(char *buf, size_t cap, const char *unk, int fuse, int byte_fallback, int ignore) {
+    snprintf(buf, cap,
+             "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":null,"
+             "\"post_processor\":null,\"decoder\":null,\"model\":{\"type\":\"BPE\",\"dropout\":null,"
+             "\"unk_token\":%s,\"fuse_unk\":%s,\"byte_fallback\":%s,\"ignore_merges\":%s,"
+             "\"vocab\":{\"<unk>\":0,\"a\":1,\"b\":2,\"c\":3,\"ab\":4,\"bc\":5,\"abc\":6,\"<0xC3>\":7,\"x\":8,\" \":9},"
+             "\"merges\":[[\"b\",\"c\"],[\"a\",\"b\"],[\"a\",\"b\"]]}}",
+             unk, fuse ? "true" : "false", byte_fallback ? "true" : "false", ignore ? "true" : "false");
+    return buf;
+}
+
+static int encode_is(const pq_tokenizer *tok, const char *text, const int32_t *want, size_t nwant) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int ok = pq_tok_encode(tok, text, strlen(text), 0, &ids, &n) == PQ_OK && n == nwant &&
+             (n == 0 || memcmp(ids, want, n * sizeof *ids) == 0);
+    free(ids);
+    return ok;
+}
+
+static void test_small_models(void) {
+    static const char *texts[] = {"abc", "aabcc", "ayzb", "yz", "\xC3\xA9\x61", "abc\xC3\xA9", "abc abc"}; // \x61: a
+    static const struct {
+        const char *name, *unk;
+        int fuse, byte_fallback, ignore;
+        int32_t want[7][5];
+        size_t n[7];
+    } cases[] = {
+        {"unk, fuse_unk", "\"<unk>\"", 1, 0, 0,
+         {{1, 5}, {1, 1, 5, 3}, {1, 0, 2}, {0}, {0, 1}, {1, 5, 0}, {1, 5, 9, 1, 5}}, {2, 4, 3, 1, 2, 3, 5}},
+        {"unk, no fuse_unk", "\"<unk>\"", 0, 0, 0,
+         {{1, 5}, {1, 1, 5, 3}, {1, 0, 0, 2}, {0, 0}, {0, 1}, {1, 5, 0}, {1, 5, 9, 1, 5}}, {2, 4, 4, 2, 2, 3, 5}},
+        {"no unk_token (unknown characters dropped)", "null", 0, 0, 0,
+         {{1, 5}, {1, 1, 5, 3}, {4}, {0}, {1}, {1, 5}, {1, 5, 9, 1, 5}}, {2, 4, 1, 0, 1, 2, 5}},
+        {"byte_fallback with a missing <0xA9> piece", "\"<unk>\"", 0, 1, 0,
+         {{1, 5}, {1, 1, 5, 3}, {1, 0, 0, 2}, {0, 0}, {0, 1}, {1, 5, 0}, {1, 5, 9, 1, 5}}, {2, 4, 4, 2, 2, 3, 5}},
+        {"ignore_merges", "null", 0, 0, 1,
+         {{6}, {1, 1, 5, 3}, {4}, {0}, {1}, {1, 5}, {1, 5, 9, 1, 5}}, {1, 4, 1, 0, 1, 2, 5}},
+    };
+    char json[1024];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        small_json(json, sizeof json, cases[c].unk, cases[c].fuse, cases[c].byte_fallback, cases[c].ignore);
+        pq_tokenizer *tok = NULL;
+        pq_status st = pq_tok_load_json(json, strlen(json), NULL, 0, "small", &tok);
+        int ok = st == PQ_OK;
+        for (size_t t = 0; ok && t < 7; t++) {
+            ok = encode_is(tok, texts[t], cases[c].want[t], cases[c].n[t]);
+            if (!ok) printf("    text %zu differs\n", t);
+        }
+        PQ_CHECK(ok, "small model, %s: ids equal the library's (%s)", cases[c].name, st == PQ_OK ? "" : pq_last_error());
+        pq_tok_free(tok);
+    }
+    // an unk_token that is not in the vocabulary fails when it is needed
+    pq_tokenizer *tok = NULL;
+    small_json(json, sizeof json, "\"<missing>\"", 0, 0, 0);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    pq_status st = pq_tok_load_json(json, strlen(json), NULL, 0, "small", &tok);
+    int known = st == PQ_OK && encode_is(tok, "abc", (const int32_t[]){1, 5}, 2);
+    st = st == PQ_OK ? pq_tok_encode(tok, "ayb", 3, 0, &ids, &n) : st;
+    PQ_CHECK(known && st == PQ_ERR_FORMAT && strstr(pq_last_error(), "<missing>"),
+             "an unk_token missing from the vocabulary fails only when needed (%s)", pq_last_error());
+    free(ids);
+    pq_tok_free(tok);
+}
+
+// tokenizer_config.json's add_bos_token / add_eos_token override the template
+static void test_config_override(void) {
+    size_t len = 0;
+    char *json = read_file(pq_test_path("fixtures/stories260K/tokenizer.json"), &len);
+    const char *cfg = "{\"add_bos_token\": false, \"add_eos_token\": true, \"eos_token\": {\"content\": \"</s>\"}}";
+    pq_tokenizer *tok = NULL;
+    pq_status st = json ? pq_tok_load_json(json, len, cfg, strlen(cfg), "stories260K", &tok) : PQ_ERR_IO;
+    int ok = st == PQ_OK && !pq_tok_adds_bos(tok) && pq_tok_bos(tok) == 1 && pq_tok_eos(tok) == 2 &&
+             encode_is(tok, "Once upon a time", (const int32_t[]){403, 407, 261, 378}, 4);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ok = ok && pq_tok_encode(tok, "Once upon a time", 16, 1, &ids, &n) == PQ_OK && n == 5 && ids[0] == 403 && ids[4] == 2;
+    PQ_CHECK(ok, "tokenizer_config.json add_bos_token=false, add_eos_token=true: 'Once upon a time' + </s> (%s)",
+             st == PQ_OK ? "" : pq_last_error());
+    free(ids);
+    pq_tok_free(tok);
+    const char *bad = "{\"add_eos_token\": true, \"eos_token\": \"<nope>\"}";
+    st = json ? pq_tok_load_json(json, len, bad, strlen(bad), "stories260K", &tok) : PQ_ERR_IO;
+    PQ_CHECK(st == PQ_ERR_FORMAT && strstr(pq_last_error(), "eos_token"), "add_eos_token with an unknown eos_token is refused (%s)",
+             pq_last_error());
+    free(json);
+}
+
+// ---- the split scanners, against the library's pre_tokenize_str ----------------
+
+static void check_split(pq_split_pattern pat, const char *name, const char *text, const char *const *want, size_t nwant) {
+    size_t n = strlen(text), i = 0, k = 0;
+    int ok = 1;
+    while (i < n && ok) {
+        size_t m = pq_split_match(pat, text + i, n - i);
+        ok = k < nwant && m == strlen(want[k]) && memcmp(text + i, want[k], m) == 0;
+        if (!ok) printf("    piece %zu: got '%.*s'\n", k, (int)m, text + i);
+        i += m;
+        k++;
+    }
+    PQ_CHECK(ok && k == nwant, "%s split: %zu pieces as the library splits them", name, k);
+}
+
+static void test_splits(void) {
+    const char *text = "He's  12345 na\xC3\xAFve!!\n\n  x\r\n\ty 'LL \xC5\xBF '\xC5\xBF  ";
+    const char *gpt2[] = {"He", "'s", " ", " 12345", " na\xC3\xAFve", "!!", "\n\n ", " x", "\r\n", "\t", "y", " '", "LL",
+                          " \xC5\xBF", " '", "\xC5\xBF", "  "};
+    const char *llama3[] = {"He", "'s", " ", " ", "123", "45", " na\xC3\xAFve", "!!\n\n", " ", " x", "\r\n", "\ty", " '",
+                            "LL", " \xC5\xBF", " '", "\xC5\xBF", "  "};
+    check_split(PQ_SPLIT_GPT2, "GPT-2", text, gpt2, sizeof gpt2 / sizeof gpt2[0]);
+    check_split(PQ_SPLIT_LLAMA3, "Llama 3", text, llama3, sizeof llama3 / sizeof llama3[0]);
+    const char *fold[] = {"x", "'\xC5\xBF", "x", "'S", "x", "'LL", "x", "'Kx"}; // (?i): U+017F folds to s
+    check_split(PQ_SPLIT_LLAMA3, "Llama 3 case folding", "x'\xC5\xBFx'Sx'LLx'Kx", fold, 8);
+    int round = 1;
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        pq_tbuf t = {0};
+        uint32_t cp = 0;
+        round = round && pq_bytelevel_map(&c, 1, &t) == PQ_OK && pq_utf8_next(t.p, t.len, &cp) == (int)t.len &&
+                pq_bytelevel_byte(cp) == b;
+        pq_tbuf_free(&t);
+    }
+    PQ_CHECK(round && pq_bytelevel_byte(' ') == -1 && pq_bytelevel_byte(0x120) == ' ',
+             "byte-level alphabet: all 256 bytes map and map back; ' ' is U+0120");
+}
+
+// ---- bad input --------------------------------------------------------------------
+
+static pq_status load_str(const char *json, pq_tokenizer **tok) {
+    return pq_tok_load_json(json, strlen(json), NULL, 0, "bad.json", tok);
+}
+
+static void check_refused(const char *what, const char *json, pq_status want, const char *needle) {
+    pq_tokenizer *tok = NULL;
+    pq_status st = load_str(json, &tok);
+    PQ_CHECK(st == want && tok == NULL && strstr(pq_last_error(), needle) && strstr(pq_last_error(), "bad.json"),
+             "%s: refused with '%s' (%s)", what, needle, pq_last_error());
+    pq_tok_free(tok);
+}
+
+#define MODEL_FIELD(body) "\"model\":{" body "}"
+#define MODEL(body) "{" MODEL_FIELD(body) "}"
+#define VOCAB "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2}"
+
+static void test_bad_input(const pq_tokenizer *fixture) {
+    pq_tokenizer *tok = NULL;
+    pq_status st = pq_tok_load("/nonexistent/model", &tok);
+    PQ_CHECK(st == PQ_ERR_IO && tok == NULL && strstr(pq_last_error(), "/nonexistent/model/tokenizer.json"),
+             "missing tokenizer.json: I/O error naming the path (%s)", pq_last_error());
+    check_refused("malformed JSON", "{\"model\": {\"type\": \"BPE\",", PQ_ERR_FORMAT, "invalid JSON");
+    check_refused("Unigram model", MODEL("\"type\":\"Unigram\",\"vocab\":[]"), PQ_ERR_FORMAT, "Unigram");
+    check_refused("WordPiece model", MODEL("\"type\":\"WordPiece\",\"vocab\":{}"), PQ_ERR_FORMAT, "WordPiece");
+    check_refused("merge naming an unknown token", MODEL("\"type\":\"BPE\"," VOCAB ",\"merges\":[\"a zz\"]"),
+                  PQ_ERR_FORMAT, "'zz'");
+    check_refused("merge whose result is not in the vocabulary", MODEL("\"type\":\"BPE\"," VOCAB ",\"merges\":[\"b a\"]"),
+                  PQ_ERR_FORMAT, "'ba'");
+    check_refused("merge string with two spaces", MODEL("\"type\":\"BPE\"," VOCAB ",\"merges\":[\"a b c\"]"),
+                  PQ_ERR_FORMAT, "merges[0]");
+    check_refused("negative id", MODEL("\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]"), PQ_ERR_FORMAT, "out of range");
+    check_refused("BPE dropout", MODEL("\"type\":\"BPE\",\"dropout\":0.1," VOCAB ",\"merges\":[]"), PQ_ERR_FORMAT, "dropout");
+    check_refused("NFC normalizer", "{\"normalizer\":{\"type\":\"NFC\"}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
+                  PQ_ERR_FORMAT, "'NFC'");
+    check_refused("unknown split regex",
+                  "{\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\w+\"},\"behavior\":\"Isolated\","
+                  "\"invert\":false}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
+                  PQ_ERR_FORMAT, "unsupported regex");
+    check_refused("unknown pre-tokenizer", "{\"pre_tokenizer\":{\"type\":\"Whitespace\"}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
+                  PQ_ERR_FORMAT, "'Whitespace'");
+    check_refused("unknown decoder", "{\"decoder\":{\"type\":\"WordPiece\"}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
+                  PQ_ERR_FORMAT, "'WordPiece'");
+    check_refused("unknown post-processor", "{\"post_processor\":{\"type\":\"BertProcessing\"}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
+                  PQ_ERR_FORMAT, "'BertProcessing'");
+
+    const char bad[] = "Hello\xC3(world";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    st = pq_tok_encode(fixture, bad, sizeof bad - 1, 1, &ids, &n);
+    PQ_CHECK(st == PQ_ERR_FORMAT && ids == NULL && strstr(pq_last_error(), "byte offset 5"),
+             "invalid UTF-8 text: format error naming the offset (%s)", pq_last_error());
+    const char surrogate[] = "ab\xED\xA0\x80";
+    st = pq_tok_encode(fixture, surrogate, sizeof surrogate - 1, 0, &ids, &n);
+    PQ_CHECK(st == PQ_ERR_FORMAT && strstr(pq_last_error(), "byte offset 2"), "a UTF-8 encoded surrogate is refused (%s)",
+             pq_last_error());
+    char *text = NULL;
+    size_t len = 0;
+    st = pq_tok_decode(fixture, (const int32_t[]){1, 512}, 2, 0, &text, &len);
+    PQ_CHECK(st == PQ_ERR_ARG && text == NULL && strstr(pq_last_error(), "512"), "decode of id 512: argument error (%s)",
+             pq_last_error());
+    st = pq_tok_encode(fixture, "", 0, 1, &ids, &n);
+    PQ_CHECK(st == PQ_OK && n == 1 && ids[0] == 1, "empty text with BOS: [1]");
+    free(ids);
+    // bytes that are not UTF-8, spelled with byte-fallback pieces, decode to U+FFFD each
+    st = pq_tok_decode(fixture, (const int32_t[]){3 + 0xC3, 3 + 0x28, 320}, 3, 0, &text, &len);
+    PQ_CHECK(st == PQ_OK && strcmp(text, "\xEF\xBF\xBD\xEF\xBF\xBD H") == 0, "decode of <0xC3><0x28>: two U+FFFD ('%s')",
+             text ? text : "");
+    free(text);
+}
+
+// ---- the oracle mode -------------------------------------------------------------
+
+static int run_oracle(const char *manifest) {
+    FILE *f = fopen(manifest, "r");
+    if (!f) {
+        printf("FAIL - oracle: cannot open %s\n", manifest);
+        return 1;
+    }
+    char line[8192];
+    size_t total = 0;
+    int cases = 0;
+    double secs = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *field[6];
+        int nf = 0;
+        for (char *p = strtok(line, "\t\n"); p && nf < 6; p = strtok(NULL, "\t\n")) field[nf++] = p;
+        if (nf != 6) continue;
+        pq_tokenizer *tok = NULL;
+        pq_status st = pq_tok_load_files(field[1], NULL, &tok);
+        if (st != PQ_OK) {
+            PQ_CHECK(0, "oracle %s: load %s: %s", field[0], field[1], pq_last_error());
+            continue;
+        }
+        size_t tlen = 0, ilen = 0, dlen = 0, n = 0;
+        char *text = read_file(field[2], &tlen), *want = read_file(field[3], &ilen), *dec = read_file(field[4], &dlen);
+        int32_t *ids = NULL;
+        double t0 = now_s();
+        st = pq_tok_encode(tok, text, tlen, atoi(field[5]), &ids, &n);
+        secs += now_s() - t0;
+        const int32_t *w = (const int32_t *)want;
+        int same = st == PQ_OK && n * 4 == ilen && (n == 0 || memcmp(ids, w, ilen) == 0);
+        PQ_CHECK(same, "oracle %s: %zu ids equal the library's (%s)", field[0], n, st == PQ_OK ? "" : pq_last_error());
+        if (!same && st == PQ_OK) report_diff(tok, ids, n, w, ilen / 4);
+        char *back = NULL;
+        size_t blen = 0;
+        st = pq_tok_decode(tok, w, ilen / 4, 0, &back, &blen);
+        PQ_CHECK(st == PQ_OK && blen == dlen && memcmp(back, dec, dlen) == 0, "oracle %s: decode equals the library's",
+                 field[0]);
+        if (st == PQ_OK && (blen != dlen || memcmp(back, dec, dlen) != 0))
+            printf("    pq '%.200s'\n    hf '%.200s'\n", back, dec);
+        total += n;
+        cases++;
+        free(back);
+        free(ids);
+        free(text);
+        free(want);
+        free(dec);
+        pq_tok_free(tok);
+    }
+    fclose(f);
+    PQ_CHECK(cases > 0, "oracle: %d cases, %zu ids compared (pq encode time %.2f s)", cases, total, secs);
+    return pq_test_done();
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--oracle") == 0) return run_oracle(argv[2]);
+    pq_tokenizer *tok = NULL;
+    pq_status st = pq_tok_load(pq_test_path("fixtures/stories260K"), &tok);
+    PQ_CHECK(st == PQ_OK, "load the stories260K tokenizer (%s)", pq_last_error());
+    if (tok) {
+        test_golden_prompts(tok);
+        test_ppl_streams(tok);
+        test_speed(tok);
+        test_bad_input(tok);
+    }
+    pq_tok_free(tok);
+    test_small_models();
+    test_config_override();
+    test_splits();
+    return pq_test_done();
+}
