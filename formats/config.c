@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 #include "formats/fileio.h"
@@ -29,8 +30,8 @@ static pq_status get_int(json_t *root, const char *name, const char *key, long l
     }
     long long x;
     if (json_is_integer(v)) x = json_integer_value(v);
-    else if (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v))
-        x = (long long)json_real_value(v);
+    else if (json_is_real(v) && fabs(json_real_value(v)) < 9e15 && json_real_value(v) == floor(json_real_value(v)))
+        x = (long long)json_real_value(v); // 2048.0 is accepted as 2048
     else return PQ_FAIL(PQ_ERR_FORMAT, "%s: \"%s\" must be an integer", name, key);
     PQ_FAIL_IF(x < lo || x > hi, PQ_ERR_FORMAT, "%s: \"%s\" = %lld out of range [%lld, %lld]",
                name, key, x, lo, hi);
