@@ -5,30 +5,47 @@
 // Rows per panel of the GEMM path: 128 rows x cols floats stays in L2 for
 // cols up to ~4K and gives OpenBLAS a wide enough N.
 #define PANEL_ROWS 128
-// Rows per task of the GEMV path.
+// Rows per task of the GEMV path: at least GEMV_ROWS, and about GEMV_TASKS
+// tasks per thread, so that each thread streams long runs of consecutive rows
+// (the kernels prefetch ahead within their rows; every task start is a cold
+// stream).
 #define GEMV_ROWS 32
+#define GEMV_TASKS 8
 
 void pq_linear_rows(const pq_linear *W, int r0, int n, float *out) {
     switch (W->fmt) {
     case PQ_W_DENSE: pq_dense_rows_cpu(W->dense_type, W->w, W->cols, r0, n, out); return;
+    case PQ_W_QPACK: pq_qpack_rows_cpu(&W->q, r0, n, out); return;
+    case PQ_W_INT8: pq_int8_rows_cpu(&W->i8, r0, n, out); return;
+    case PQ_W_FP8: pq_fp8_rows_cpu(&W->f8, r0, n, out); return;
     }
 }
 
 void pq_linear_rows_ref(const pq_linear *W, int r0, int n, float *out) {
     switch (W->fmt) {
     case PQ_W_DENSE: pq_dense_rows_ref(W->dense_type, W->w, W->cols, r0, n, out); return;
+    case PQ_W_QPACK: pq_qpack_rows_ref(&W->q, r0, n, out); return;
+    case PQ_W_INT8: pq_int8_rows_ref(&W->i8, r0, n, out); return;
+    case PQ_W_FP8: pq_fp8_rows_ref(&W->f8, r0, n, out); return;
     }
 }
 
-static void gemv_cpu(const pq_linear *W, int r0, int n, const float *x, int T, float *y, int ldy) {
+// xp: the activations prepared by pq_qpack_gemv_prepare_cpu (PQ_W_QPACK only)
+static void gemv_cpu(const pq_linear *W, int r0, int n, const float *x, const float *xp, int T, float *y, int ldy) {
     switch (W->fmt) {
     case PQ_W_DENSE: pq_dense_gemv_cpu(W->dense_type, W->w, W->cols, r0, n, x, T, y, ldy); return;
+    case PQ_W_QPACK: pq_qpack_gemv_cpu(&W->q, r0, n, x, T, xp, y, ldy); return;
+    case PQ_W_INT8: pq_int8_gemv_cpu(&W->i8, r0, n, x, T, y, ldy); return;
+    case PQ_W_FP8: pq_fp8_gemv_cpu(&W->f8, r0, n, x, T, y, ldy); return;
     }
 }
 
 size_t pq_linear_weight_bytes(const pq_linear *W) {
     switch (W->fmt) {
     case PQ_W_DENSE: return (size_t)W->rows * W->cols * (W->dense_type == PQ_DENSE_F32 ? 4 : 2);
+    case PQ_W_QPACK: return pq_qpack_stored_bytes(&W->q);
+    case PQ_W_INT8: return pq_int8_stored_bytes(&W->i8);
+    case PQ_W_FP8: return pq_fp8_stored_bytes(&W->f8);
     }
     return 0;
 }
@@ -37,9 +54,12 @@ static int needs_panel_buffer(const pq_linear *W) {
     return !(W->fmt == PQ_W_DENSE && W->dense_type == PQ_DENSE_F32);
 }
 
+// The GEMV path uses the start of the workspace for the prepared activations
+// (shared by all threads), the GEMM path one panel per thread: never both.
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
-    if (!needs_panel_buffer(W)) return 0;
-    return (size_t)nthreads * PANEL_ROWS * W->cols * sizeof(float);
+    size_t panels = needs_panel_buffer(W) ? (size_t)nthreads * PANEL_ROWS * W->cols * sizeof(float) : 0;
+    size_t xp = W->fmt == PQ_W_QPACK ? pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) : 0;
+    return panels > xp ? panels : xp;
 }
 
 typedef struct {
@@ -77,7 +97,7 @@ static void gemv_chunk(void *ctx, int p, int tid) {
     job *j = ctx;
     const pq_linear *W = j->W;
     int r0 = p * j->chunk, n = W->rows - r0 < j->chunk ? W->rows - r0 : j->chunk;
-    gemv_cpu(W, r0, n, j->x, j->T, j->y, W->rows);
+    gemv_cpu(W, r0, n, j->x, j->ws, j->T, j->y, W->rows);
     add_bias(W, j->T, j->y, r0, n);
 }
 
@@ -93,8 +113,10 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
     if (T <= 0) return;
     job j = {W, x, T, y, ws, 0};
     if (T <= PQ_GEMV_MAX_T) {
-        j.chunk = GEMV_ROWS;
-        pq_pool_for(pool, (W->rows + GEMV_ROWS - 1) / GEMV_ROWS, gemv_chunk, &j);
+        if (W->fmt == PQ_W_QPACK) pq_qpack_gemv_prepare_cpu(&W->q, x, T, ws);
+        int per_task = (W->rows + GEMV_TASKS * pq_pool_size(pool) - 1) / (GEMV_TASKS * pq_pool_size(pool));
+        j.chunk = per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
+        pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemv_chunk, &j);
     } else {
         j.chunk = panel_rows(W->rows, pq_pool_size(pool));
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemm_panel, &j);

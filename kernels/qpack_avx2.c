@@ -1,0 +1,224 @@
+// AVX2 + FMA versions of kernels/qpack.h.
+//
+// rows: 8 consecutive columns at a time for bits 4 and 8 (one word / two
+// words spread over the lanes, shifted and masked), (q - zero) converted
+// exactly and multiplied once by the scale: bit-exact with the _ref. Other
+// layouts (bits 2, 3, 5, 6, 7; g_idx; groups not a multiple of 8) use the
+// scalar specification.
+//
+// gemv: a block of 8 words is loaded once; field i of every word is isolated
+// in place with one AND (q << bits*i, an exact integer), converted to float
+// and multiplied by x prescaled by 2^-bits*i (pq_qpack_gemv_prepare), so
+// lane j accumulates sum_i q_ji x_ji for its word. When the groups align
+// with the blocks, per block:
+//   acc = sum_i q_i x_i - zero * xsum,   total += scale * acc
+// (per-lane scale and zero vectors when a block spans several groups).
+// Otherwise (g_idx, or words straddling groups) each field's scales are
+// gathered by the prepared group indices, total += scale * q * x, and
+// sum_g scale_g zero_g X_g is subtracted at the end. Either way this is
+// sum_c scale (q - zero) x_c with fp32 rounding; the q*x terms are ~2x
+// larger than (q-zero)*x, so the cancellation costs about one bit: relative
+// L2 ~1e-6 against the double _ref on random data (tests allow 1e-5).
+// Columns past the last full block: decoded exactly into a buffer, then FMA.
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/dense.h"
+#include "kernels/qpack.h"
+
+#define L 8
+#define TAIL (9 * 16) // columns in at most 9 words
+// Software prefetch distance in bytes of packed weights (see qpack_avx512.c).
+#define PREFETCH 8192
+#define INLINE static inline __attribute__((always_inline))
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static int ngroups(const pq_qpack *w) { return pq_qpack_ngroups(w->cols, w->group); }
+
+// Columns c0..c0+n of row r as f32, bit-exact with pq_qpack_value.
+static void decode_span(const pq_qpack *w, int r, int c0, int n, float *out) {
+    int ng = ngroups(w), c = 0;
+    const uint32_t *wr = w->packed + (size_t)r * pq_qpack_words_per_row(w->cols, w->bits);
+    const float *sr = w->scales + (size_t)r * ng;
+    const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
+    int vec = (w->bits == 4 || w->bits == 8) && !w->g_idx && (w->group >= w->cols || w->group % 8 == 0) &&
+              c0 % 8 == 0;
+    if (vec) {
+        const __m256i sh4 = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        const __m256i m = _mm256_set1_epi32((1 << w->bits) - 1);
+        while (c + 8 <= n) { // one group at a time
+            int g = w->group >= w->cols ? 0 : (c0 + c) / w->group;
+            int end = w->group >= w->cols || (g + 1) * w->group - c0 > n ? n : (g + 1) * w->group - c0;
+            __m256 sv = _mm256_set1_ps(sr[g]);
+            __m256i z = _mm256_set1_epi32(zr ? zr[g] : 1 << (w->bits - 1));
+            for (; c + 8 <= end; c += 8) {
+                int col = c0 + c;
+                __m256i q = w->bits == 4
+                                ? _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wr[col / 8]), sh4), m)
+                                : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)wr + col)));
+                _mm256_storeu_ps(out + c, _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, z))));
+            }
+        }
+    }
+    for (; c < n; c++) out[c] = pq_qpack_value(w, r, c0 + c);
+}
+
+void pq_qpack_rows_avx2(const pq_qpack *w, int r0, int n, float *out) {
+    for (int r = 0; r < n; r++) decode_span(w, r0 + r, 0, w->cols, out + (size_t)r * w->cols);
+}
+
+// acc[t] += row r, columns c0..cols (the tail past the full blocks: fewer
+// than 9 words, so < TAIL columns), decoded exactly, dotted with x[t].
+INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T, __m256 *acc) {
+    float tile[TAIL];
+    int n = w->cols - c0, c = 0;
+    decode_span(w, r, c0, n, tile);
+    for (; c + 8 <= n; c += 8) {
+        __m256 v = _mm256_loadu_ps(tile + c);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm256_fmadd_ps(v, _mm256_loadu_ps(x + (size_t)t * w->cols + c0 + c), acc[t]);
+    }
+    if (c < n) {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 v = _mm256_maskload_ps(tile + c, m);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm256_fmadd_ps(v, _mm256_maskload_ps(x + (size_t)t * w->cols + c0 + c, m), acc[t]);
+    }
+}
+
+// Per-lane scale and zero point of block b: one group for the whole block,
+// or nper = L / (words per group) groups spread over the lanes by idx.
+typedef struct {
+    int wpg, nper;       // words per group (0: per channel), groups per block
+    __m256i idx, lanes;  // lane j -> group j / wpg; lane mask of the first nper lanes
+} groups;
+
+static groups block_groups(const pq_qpack *w) {
+    groups g;
+    g.wpg = w->group >= w->cols ? 0 : w->group / pq_qpack_per_word(w->bits);
+    g.nper = g.wpg && g.wpg < L ? L / g.wpg : 1;
+    int d = g.wpg && g.wpg < L ? g.wpg : L;
+    int idx[L];
+    for (int j = 0; j < L; j++) idx[j] = j / d;
+    g.idx = _mm256_loadu_si256((const __m256i *)idx);
+    g.lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(g.nper), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return g;
+}
+
+INLINE int block_g0(const groups *g, int b) {
+    return !g->wpg ? 0 : g->nper > 1 ? b * g->nper : b * L / g->wpg;
+}
+
+INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
+    if (g->nper == 1) return _mm256_broadcast_ss(sr + g0);
+    return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sr + g0, g->lanes), g->idx);
+}
+
+INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
+    if (g->nper == 1) return _mm256_set1_ps((float)zr[g0]);
+    uint64_t z = 0; // nper is 2, 4 or 8: fixed-size copies, inlined
+    if (g->nper == 2) memcpy(&z, zr + g0, 2);
+    else if (g->nper == 4) memcpy(&z, zr + g0, 4);
+    else memcpy(&z, zr + g0, 8);
+    __m256i zi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)z));
+    return _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(zi, g->idx));
+}
+
+// Rows r0..r0+n; T, bits and aligned are constants after inlining.
+//   aligned: per block, acc = sum_i q_i x_i - zero * xsum, total += scale * acc
+//   else:    total += scale[gi] * q_i * x_i (gathered), minus sum_g scale_g zero_g X_g at the end
+INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+                        int bits, int aligned) {
+    const groups g = block_groups(w);
+    const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits), ng = ngroups(w);
+    const int top_shift = per * bits == 32; // the top field is shifted down, not masked
+    const size_t xstride = (size_t)(per + 1) * L; // floats per token per block
+    const int32_t *gi = (const int32_t *)(xp + (size_t)nb * T * xstride);
+    const double *X = (const double *)(gi + (size_t)nb * per * L);
+    const __m256 zsym = _mm256_set1_ps((float)(1 << (bits - 1)));
+    for (int r = r0; r < r0 + n; r++) {
+        const uint32_t *wr = w->packed + (size_t)r * wpr;
+        const float *sr = w->scales + (size_t)r * ng;
+        const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
+        __m256 tot[PQ_GEMV_MAX_T];
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            _mm_prefetch((const char *)(wr + (size_t)b * L) + PREFETCH, _MM_HINT_T0);
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * L));
+            const float *xb = xp + (size_t)b * T * xstride;
+            __m256 acc[PQ_GEMV_MAX_T];
+            #pragma GCC unroll 4
+            for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(); // (dead when aligned: field 0 multiplies)
+            #pragma GCC unroll 16
+            for (int i = 0; i < per; i++) {
+                __m256i q = i == per - 1 && top_shift
+                                ? _mm256_srli_epi32(wv, bits * i)
+                                : _mm256_and_si256(wv, _mm256_set1_epi32((int)(((1u << bits) - 1) << (bits * i))));
+                __m256 f = _mm256_cvtepi32_ps(q);
+                if (!aligned) {
+                    __m256i gv = _mm256_loadu_si256((const __m256i *)(gi + ((size_t)b * per + i) * L));
+                    f = _mm256_mul_ps(f, _mm256_i32gather_ps(sr, gv, 4));
+                }
+                #pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    __m256 xv = _mm256_loadu_ps(xb + t * xstride + (size_t)i * L);
+                    if (!aligned) tot[t] = _mm256_fmadd_ps(f, xv, tot[t]);
+                    else acc[t] = i == 0 ? _mm256_mul_ps(f, xv) : _mm256_fmadd_ps(f, xv, acc[t]);
+                }
+            }
+            if (!aligned) continue;
+            int g0 = block_g0(&g, b);
+            __m256 s = block_scale(&g, sr, g0), z = zr ? block_zero(&g, zr, g0) : zsym;
+            #pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                acc[t] = _mm256_fnmadd_ps(z, _mm256_loadu_ps(xb + t * xstride + (size_t)per * L), acc[t]);
+                tot[t] = _mm256_fmadd_ps(acc[t], s, tot[t]);
+            }
+        }
+        if (nb * L * per < w->cols) dot_tail(w, r, nb * L * per, x, T, tot);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            double zx = 0; // sum_g scale_g zero_g X_g, in double: it cancels much of tot
+            for (int k = 0; !aligned && k < ng; k++)
+                zx += (double)sr[k] * (zr ? zr[k] : 1 << (bits - 1)) * X[(size_t)t * ng + k];
+            y[(size_t)t * ldy + r] = (float)(hsum(tot[t]) - zx);
+        }
+    }
+}
+
+// One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
+INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+                      int bits) {
+    switch (T * 2 + pq_qpack_gemv_aligned(w, L)) {
+    case 2: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 0); return;
+    case 3: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 1); return;
+    case 4: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 0); return;
+    case 5: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 1); return;
+    case 6: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 0); return;
+    case 7: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 1); return;
+    case 8: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 0); return;
+    default: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 1); return;
+    }
+}
+static void gemv_b4(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
+    gemv_bits(w, r0, n, x, T, xp, y, ldy, 4);
+}
+static void gemv_b8(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
+    gemv_bits(w, r0, n, x, T, xp, y, ldy, 8);
+}
+
+void pq_qpack_gemv_avx2(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
+                        int ldy) {
+    if (w->bits == 4) gemv_b4(w, r0, n, x, T, xp, y, ldy);
+    else if (w->bits == 8) gemv_b8(w, r0, n, x, T, xp, y, ldy);
+    else gemv_bits(w, r0, n, x, T, xp, y, ldy, w->bits);
+}

@@ -1,0 +1,440 @@
+// Quantized weight kernels (kernels/qpack.h, kernels/fp8.h) and their use
+// through kernels/linear.h: every optimized path against its _ref on fresh
+// random inputs, outputs poisoned before each call. Without PQ_ISA set the
+// binary also re-runs its dispatch checks under PQ_ISA=scalar and avx2.
+#include <cpuid.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/sys.h"
+#include "kernels/blas.h"
+#include "kernels/cpu.h"
+#include "kernels/fp8.h"
+#include "kernels/linear.h"
+#include "kernels/qpack.h"
+#include "tests/test.h"
+
+// GEMV and linear tolerance (relative L2 vs the double _ref): fp32 sums of
+// at most a few hundred products in another order, the zero point split off
+// (sum q x - z sum x: ~2x larger terms) and sgemm's blocked order give
+// ~sqrt(cols) * 2^-24 * 2 ~ 1e-6.
+#define TOL 1e-5
+
+// The ISA entry points are called directly when the CPU has the ISA,
+// whatever PQ_ISA says.
+static int have_avx2(void) {
+    unsigned a, b, c, d; // F16C through CPUID: clang's __builtin_cpu_supports does not know it
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __get_cpuid(1, &a, &b, &c, &d) &&
+           (c & bit_F16C);
+}
+static int have_avx512(void) {
+    return have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+// ---- random weights ---------------------------------------------------------
+
+typedef struct {
+    pq_qpack q;
+    uint32_t *packed;
+    float *scales;
+    uint8_t *zeros;
+    int32_t *g_idx;
+} qweight;
+
+// group 0: per channel; gidx: a GPTQ act-order g_idx (columns in a random
+// order, consecutive runs of `group` of them share a group)
+static qweight make_qpack(int rows, int cols, int bits, int group, int asym, int gidx) {
+    qweight w = {0};
+    group = group ? group : cols;
+    int wpr = pq_qpack_words_per_row(cols, bits), ng = pq_qpack_ngroups(cols, group), per = 32 / bits;
+    w.packed = pq_calloc((size_t)rows * wpr * 4);
+    w.scales = pq_alloc((size_t)rows * ng * 4);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            uint32_t code = (uint32_t)(pq_test_u64() % (1u << bits));
+            w.packed[(size_t)r * wpr + c / per] |= code << (c % per * bits);
+        }
+    for (size_t i = 0; i < (size_t)rows * ng; i++) w.scales[i] = 0.01f + 0.02f * fabsf(pq_test_uniform());
+    if (asym) {
+        w.zeros = pq_alloc((size_t)rows * ng);
+        for (size_t i = 0; i < (size_t)rows * ng; i++) w.zeros[i] = (uint8_t)(pq_test_u64() % (1u << bits));
+    }
+    if (gidx) {
+        int *perm = malloc((size_t)cols * sizeof *perm);
+        for (int c = 0; c < cols; c++) perm[c] = c;
+        for (int c = cols - 1; c > 0; c--) {
+            int k = (int)(pq_test_u64() % (uint64_t)(c + 1)), t = perm[c];
+            perm[c] = perm[k];
+            perm[k] = t;
+        }
+        w.g_idx = pq_alloc((size_t)cols * 4);
+        for (int i = 0; i < cols; i++) w.g_idx[perm[i]] = i / group;
+        free(perm);
+    }
+    w.q = (pq_qpack){rows, cols, bits, group, w.packed, w.scales, w.zeros, w.g_idx};
+    return w;
+}
+
+static void free_qpack(qweight *w) { pq_free(w->packed); pq_free(w->scales); pq_free(w->zeros); pq_free(w->g_idx); }
+
+static uint8_t random_fp8(void) {
+    uint8_t b;
+    do b = (uint8_t)pq_test_u64(); while ((b & 0x7f) == 0x7f);
+    return b;
+}
+
+static pq_linear make_linear(const char *kind, int rows, int cols, qweight *qw, void **data, float **scales) {
+    pq_linear L = {.rows = rows, .cols = cols};
+    *data = NULL;
+    *scales = NULL;
+    if (!strcmp(kind, "int8") || !strcmp(kind, "fp8") || !strcmp(kind, "fp8t")) {
+        uint8_t *q = pq_alloc((size_t)rows * cols);
+        float *s = pq_alloc((size_t)rows * 4);
+        for (size_t i = 0; i < (size_t)rows * cols; i++) q[i] = kind[0] == 'i' ? (uint8_t)pq_test_u64() : random_fp8();
+        for (int r = 0; r < rows; r++) s[r] = 0.001f + 0.01f * fabsf(pq_test_uniform());
+        *data = q;
+        *scales = s;
+        if (kind[0] == 'i') L.fmt = PQ_W_INT8, L.i8 = (pq_int8_weight){rows, cols, (const int8_t *)q, s};
+        else L.fmt = PQ_W_FP8, L.f8 = (pq_fp8_weight){rows, cols, q, s, kind[3] != 't'};
+        return L;
+    }
+    int bits, group, asym, gidx; // "q<bits>g<group>[a][x]"
+    char flags[8] = "";
+    sscanf(kind, "q%dg%d%7s", &bits, &group, flags);
+    asym = strchr(flags, 'a') != NULL;
+    gidx = strchr(flags, 'x') != NULL;
+    *qw = make_qpack(rows, cols, bits, group, asym, gidx);
+    L.fmt = PQ_W_QPACK;
+    L.q = qw->q;
+    return L;
+}
+
+// ---- FP8 E4M3 encode / decode ----------------------------------------------
+
+// The nearest finite code by exhaustive search, ties to the even code,
+// saturating: an independent statement of the rounding rule.
+static uint8_t encode_search(float x) {
+    float a = fabsf(x);
+    int best = 0;
+    double bd = INFINITY;
+    for (int b = 0; b <= 0x7e; b++) {
+        double d = fabs((double)pq_fp8_e4m3_decode((uint8_t)b) - a);
+        if (d < bd || (d == bd && (b & 1) == 0)) bd = d, best = b;
+    }
+    return (uint8_t)(best | (signbit(x) ? 0x80 : 0));
+}
+
+static void check_fp8_codec(void) {
+    int bad = 0;
+    for (int b = 0; b < 256; b++) {
+        if ((b & 0x7f) == 0x7f) continue;
+        if (pq_fp8_e4m3_encode(pq_fp8_e4m3_decode((uint8_t)b)) != b) bad++;
+    }
+    PQ_CHECK(bad == 0, "fp8 encode(decode(b)) == b for all 254 non-NaN codes (%d bad)", bad);
+    PQ_CHECK(isnan(pq_fp8_e4m3_decode(0x7f)) && isnan(pq_fp8_e4m3_decode(0xff)) &&
+                 pq_fp8_e4m3_decode(0x7e) == 448.0f && pq_fp8_e4m3_decode(0xfe) == -448.0f &&
+                 pq_fp8_e4m3_decode(0x08) == 0x1p-6f && pq_fp8_e4m3_decode(0x01) == 0x1p-9f &&
+                 pq_fp8_e4m3_decode(0x07) == 7 * 0x1p-9f && signbit(pq_fp8_e4m3_decode(0x80)) &&
+                 pq_fp8_e4m3_decode(0x38) == 1.0f && pq_fp8_e4m3_decode(0x39) == 1.125f,
+             "fp8 decode: NaN, +-448, smallest normal 2^-6, subnormals m*2^-9, -0, 1, 1.125");
+    // every midpoint between adjacent codes rounds to the even one; one ulp
+    // either side rounds to the nearer
+    int ties = 0, sides = 0;
+    for (int b = 0; b < 0x7e; b++)
+        for (int sgn = 0; sgn < 2; sgn++) {
+            float lo = pq_fp8_e4m3_decode((uint8_t)b), hi = pq_fp8_e4m3_decode((uint8_t)(b + 1));
+            float mid = (lo + hi) / 2, s = sgn ? -1.0f : 1.0f;
+            int even = (b & 1) ? b + 1 : b, sb = sgn << 7;
+            if (pq_fp8_e4m3_encode(s * mid) != (even | sb)) ties++;
+            if (pq_fp8_e4m3_encode(s * nextafterf(mid, 0)) != (b | sb) ||
+                pq_fp8_e4m3_encode(s * nextafterf(mid, INFINITY)) != ((b + 1) | sb))
+                sides++;
+        }
+    PQ_CHECK(ties == 0 && sides == 0,
+             "fp8 encode: 252 midpoints tie to even (%d bad), neighbours round to nearest (%d bad)", ties, sides);
+    PQ_CHECK(pq_fp8_e4m3_encode(448.0f) == 0x7e && pq_fp8_e4m3_encode(449.0f) == 0x7e &&
+                 pq_fp8_e4m3_encode(464.0f) == 0x7e && pq_fp8_e4m3_encode(1e30f) == 0x7e &&
+                 pq_fp8_e4m3_encode(INFINITY) == 0x7e && pq_fp8_e4m3_encode(-INFINITY) == 0xfe &&
+                 pq_fp8_e4m3_encode(-500.0f) == 0xfe,
+             "fp8 encode saturates to +-448 (448, 449, 464, 1e30, +-Inf, -500)");
+    PQ_CHECK(pq_fp8_e4m3_encode(NAN) == 0x7f && pq_fp8_e4m3_encode(-NAN) == 0xff, "fp8 encode NaN -> 0x7f with sign");
+    PQ_CHECK(pq_fp8_e4m3_encode(0x1p-10f) == 0 && pq_fp8_e4m3_encode(nextafterf(0x1p-10f, 1)) == 1 &&
+                 pq_fp8_e4m3_encode(3 * 0x1p-10f) == 2 && pq_fp8_e4m3_encode(5 * 0x1p-10f) == 2 &&
+                 pq_fp8_e4m3_encode(15 * 0x1p-10f) == 8 && pq_fp8_e4m3_encode(1e-30f) == 0 &&
+                 pq_fp8_e4m3_encode(-1e-45f) == 0x80 && pq_fp8_e4m3_encode(-0.0f) == 0x80 &&
+                 pq_fp8_e4m3_encode(-0x1p-9f) == 0x81,
+             "fp8 encode subnormals: 2^-10 -> 0, 3*2^-10 -> 2, 5*2^-10 -> 2, 15*2^-10 -> 8 (2^-6), -0, f32 subnormal");
+    // random values over the whole range against the exhaustive search
+    bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        float x = ldexpf(pq_test_uniform(), (int)(pq_test_u64() % 28) - 16);
+        if (pq_fp8_e4m3_encode(x) != encode_search(x)) bad++;
+    }
+    PQ_CHECK(bad == 0, "fp8 encode == exhaustive nearest-even search on 200000 random values (%d bad)", bad);
+}
+
+// ---- rows and GEMV, format by format ----------------------------------------
+
+typedef void (*gemv_fn)(const float *x, int T, float *y); // y[T][rows]
+
+// The GEMV entry points of one weight, compared with its _ref for T = 1..4.
+static double gemv_err(int rows, int cols, gemv_fn ref, gemv_fn opt) {
+    double worst = 0;
+    for (int T = 1; T <= PQ_GEMV_MAX_T; T++) {
+        float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4),
+              *y1 = pq_alloc((size_t)T * rows * 4);
+        pq_test_fill(x, (size_t)T * cols, 1.0f);
+        pq_test_poison(y0, (size_t)T * rows);
+        pq_test_poison(y1, (size_t)T * rows);
+        ref(x, T, y0);
+        opt(x, T, y1);
+        double e = pq_rel_l2(y1, y0, (size_t)T * rows);
+        if (!(e <= worst)) worst = e;
+        pq_free(x); pq_free(y0); pq_free(y1);
+    }
+    return worst;
+}
+
+static const pq_qpack *cur_q;
+static float *cur_xp;
+static void q_ref(const float *x, int T, float *y) { pq_qpack_gemv_ref(cur_q, 0, cur_q->rows, x, T, y, cur_q->rows); }
+static void q_cpu(const float *x, int T, float *y) {
+    pq_qpack_gemv_prepare_cpu(cur_q, x, T, cur_xp);
+    // two row ranges, as the threads of pq_linear_forward would split them
+    int h = cur_q->rows / 3;
+    pq_qpack_gemv_cpu(cur_q, 0, h, x, T, cur_xp, y, cur_q->rows);
+    pq_qpack_gemv_cpu(cur_q, h, cur_q->rows - h, x, T, cur_xp, y, cur_q->rows);
+}
+static void q_avx2(const float *x, int T, float *y) {
+    pq_qpack_gemv_prepare(cur_q, x, T, 8, cur_xp);
+    pq_qpack_gemv_avx2(cur_q, 0, cur_q->rows, x, T, cur_xp, y, cur_q->rows);
+}
+static void q_avx512(const float *x, int T, float *y) {
+    pq_qpack_gemv_prepare(cur_q, x, T, 16, cur_xp);
+    pq_qpack_gemv_avx512(cur_q, 0, cur_q->rows, x, T, cur_xp, y, cur_q->rows);
+}
+
+static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
+    int rows = 20 + (int)(pq_test_u64() % 40), r0 = 1 + (int)(pq_test_u64() % 5);
+    qweight w = make_qpack(rows, cols, bits, group, asym, gidx);
+    char name[96], gname[16] = "per-channel";
+    if (group) snprintf(gname, sizeof gname, "g%d", group);
+    snprintf(name, sizeof name, "q%d %s %s%s %dx%d", bits, gname, asym ? "asym" : "sym", gidx ? " g_idx" : "", rows,
+             cols);
+    size_t n = (size_t)(rows - r0) * cols;
+    float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4), *c = pq_alloc(n * 4);
+    pq_test_poison(a, n); pq_test_poison(b, n); pq_test_poison(c, n);
+    pq_qpack_rows_ref(&w.q, r0, rows - r0, a);
+    pq_qpack_rows_cpu(&w.q, r0, rows - r0, b);
+    if (have_avx2()) pq_qpack_rows_avx2(&w.q, r0, rows - r0, c);
+    else memcpy(c, a, n * 4);
+    PQ_CHECK(!memcmp(a, b, n * 4) && !memcmp(a, c, n * 4), "%s rows cpu, avx2 == ref bit for bit", name);
+
+    cur_q = &w.q;
+    cur_xp = pq_alloc(pq_qpack_gemv_prepare_bytes(&w.q, PQ_GEMV_MAX_T));
+    double e = gemv_err(rows, cols, q_ref, q_cpu), e2 = have_avx2() ? gemv_err(rows, cols, q_ref, q_avx2) : 0, e5 = 0;
+    if (have_avx512()) e5 = gemv_err(rows, cols, q_ref, q_avx512);
+    PQ_CHECK(e < TOL && e2 < TOL && e5 < TOL, "%s gemv T=1..4 rel L2: cpu %.1e, avx2 %.1e (%s), avx512 %.1e (%s)",
+             name, e, e2, pq_qpack_gemv_aligned(&w.q, 8) ? "aligned" : "gathered", e5,
+             pq_qpack_gemv_aligned(&w.q, 16) ? "aligned" : "gathered");
+    pq_free(cur_xp);
+    pq_free(a); pq_free(b); pq_free(c);
+    free_qpack(&w);
+}
+
+static const pq_fp8_weight *cur_f8;
+static const pq_int8_weight *cur_i8;
+static void f8_ref(const float *x, int T, float *y) { pq_fp8_gemv_ref(cur_f8, 0, cur_f8->rows, x, T, y, cur_f8->rows); }
+static void f8_cpu(const float *x, int T, float *y) { pq_fp8_gemv_cpu(cur_f8, 0, cur_f8->rows, x, T, y, cur_f8->rows); }
+static void f8_avx2(const float *x, int T, float *y) {
+    pq_fp8_gemv_avx2(cur_f8, 0, cur_f8->rows, x, T, y, cur_f8->rows);
+}
+static void f8_avx512(const float *x, int T, float *y) {
+    pq_fp8_gemv_avx512(cur_f8, 0, cur_f8->rows, x, T, y, cur_f8->rows);
+}
+static void i8_ref(const float *x, int T, float *y) {
+    pq_int8_gemv_ref(cur_i8, 0, cur_i8->rows, x, T, y, cur_i8->rows);
+}
+static void i8_cpu(const float *x, int T, float *y) {
+    pq_int8_gemv_cpu(cur_i8, 0, cur_i8->rows, x, T, y, cur_i8->rows);
+}
+static void i8_avx2(const float *x, int T, float *y) {
+    pq_int8_gemv_avx2(cur_i8, 0, cur_i8->rows, x, T, y, cur_i8->rows);
+}
+static void i8_avx512(const float *x, int T, float *y) {
+    pq_int8_gemv_avx512(cur_i8, 0, cur_i8->rows, x, T, y, cur_i8->rows);
+}
+
+static void check_fp8_int8(int rows, int cols) {
+    void *data;
+    float *scales;
+    qweight unused;
+    const char *kinds[] = {"fp8", "fp8t", "int8"};
+    for (int k = 0; k < 3; k++) {
+        pq_linear L = make_linear(kinds[k], rows, cols, &unused, &data, &scales);
+        size_t n = (size_t)rows * cols;
+        float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4), *c = pq_alloc(n * 4);
+        pq_test_poison(a, n); pq_test_poison(b, n); pq_test_poison(c, n);
+        double e, e2, e5;
+        if (L.fmt == PQ_W_FP8) {
+            cur_f8 = &L.f8;
+            pq_fp8_rows_ref(&L.f8, 0, rows, a);
+            pq_fp8_rows_cpu(&L.f8, 0, rows, b);
+            if (have_avx2()) pq_fp8_rows_avx2(&L.f8, 0, rows, c);
+            else memcpy(c, a, n * 4);
+            e = gemv_err(rows, cols, f8_ref, f8_cpu);
+            e2 = have_avx2() ? gemv_err(rows, cols, f8_ref, f8_avx2) : 0;
+            e5 = have_avx512() ? gemv_err(rows, cols, f8_ref, f8_avx512) : 0;
+        } else {
+            cur_i8 = &L.i8;
+            pq_int8_rows_ref(&L.i8, 0, rows, a);
+            pq_int8_rows_cpu(&L.i8, 0, rows, b);
+            if (have_avx2()) pq_int8_rows_avx2(&L.i8, 0, rows, c);
+            else memcpy(c, a, n * 4);
+            e = gemv_err(rows, cols, i8_ref, i8_cpu);
+            e2 = have_avx2() ? gemv_err(rows, cols, i8_ref, i8_avx2) : 0;
+            e5 = have_avx512() ? gemv_err(rows, cols, i8_ref, i8_avx512) : 0;
+        }
+        PQ_CHECK(!memcmp(a, b, n * 4) && !memcmp(a, c, n * 4), "%s rows cpu, avx2 == ref bit for bit (%dx%d)", kinds[k],
+                 rows, cols);
+        PQ_CHECK(e < TOL && e2 < TOL && e5 < TOL, "%s gemv T=1..4 rel L2: cpu %.1e, avx2 %.1e, avx512 %.1e (%dx%d)",
+                 kinds[k], e, e2, e5, rows, cols);
+        pq_free(a); pq_free(b); pq_free(c); pq_free(data); pq_free(scales);
+    }
+}
+
+// All 256 codes (NaN included) through the vector decoder, and NaN codes in
+// a row make that row's GEMV NaN, wherever they sit.
+static void check_fp8_all_codes(void) {
+    int rows = 4, cols = 256 + 37;
+    uint8_t *q = pq_alloc((size_t)rows * cols);
+    float s[4] = {1.0f, 0.37f, 3e-3f, 1e5f};
+    float *a = pq_alloc((size_t)rows * cols * 4), *b = pq_alloc((size_t)rows * cols * 4);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) q[r * cols + c] = (uint8_t)(c < 256 ? (c + 77 * r) & 255 : random_fp8());
+    pq_fp8_weight w = {rows, cols, q, s, 1};
+    pq_test_poison(a, (size_t)rows * cols);
+    pq_test_poison(b, (size_t)rows * cols);
+    pq_fp8_rows_ref(&w, 0, rows, a);
+    pq_fp8_rows_cpu(&w, 0, rows, b);
+    int same = !memcmp(a, b, (size_t)rows * cols * 4);
+    if (have_avx2()) {
+        pq_test_poison(b, (size_t)rows * cols);
+        pq_fp8_rows_avx2(&w, 0, rows, b);
+        same &= !memcmp(a, b, (size_t)rows * cols * 4);
+    }
+    PQ_CHECK(same, "fp8 rows of all 256 codes (NaN, -0, subnormals) cpu, avx2 == ref bit for bit");
+    // row 0 clean; NaN codes at column 100, 280 and the last: in the 32/64-byte steps, the masked
+    // AVX-512 tail and the scalar AVX2 tail
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) q[r * cols + c] = random_fp8();
+    q[1 * cols + 100] = 0x7f;
+    q[2 * cols + 280] = 0xff;
+    q[3 * cols + cols - 1] = 0x7f;
+    float x[293], y[4][4];
+    pq_test_fill(x, (size_t)cols, 1.0f);
+    pq_fp8_gemv_ref(&w, 0, rows, x, 1, y[0], rows);
+    pq_fp8_gemv_cpu(&w, 0, rows, x, 1, y[1], rows);
+    memcpy(y[2], y[1], sizeof y[1]);
+    memcpy(y[3], y[1], sizeof y[1]);
+    if (have_avx2()) pq_fp8_gemv_avx2(&w, 0, rows, x, 1, y[2], rows);
+    if (have_avx512()) pq_fp8_gemv_avx512(&w, 0, rows, x, 1, y[3], rows);
+    int ok = 1;
+    for (int k = 0; k < 4; k++) ok &= !isnan(y[k][0]) && isnan(y[k][1]) && isnan(y[k][2]) && isnan(y[k][3]);
+    PQ_CHECK(ok, "fp8 gemv ref, cpu, avx2, avx512: a NaN code anywhere in a row gives NaN");
+    pq_free(q); pq_free(a); pq_free(b);
+}
+
+// ---- pq_linear_forward ---------------------------------------------------------
+
+static void check_linear(const char *kind, int rows, int cols, int with_bias) {
+    static const int Ts[] = {1, 3, 37, 200};
+    void *data;
+    float *scales, *bias = NULL;
+    qweight qw = {0};
+    pq_linear L = make_linear(kind, rows, cols, &qw, &data, &scales);
+    if (with_bias) { bias = pq_alloc((size_t)rows * 4); pq_test_fill(bias, rows, 1.0f); }
+    L.bias = bias;
+    for (int nt = 1; nt <= 2; nt++) {
+        pq_pool *pool;
+        pq_pool_create(nt, &pool);
+        void *ws = pq_alloc(pq_linear_workspace_bytes(&L, nt) + 1);
+        for (int k = 0; k < 4; k++) {
+            int T = Ts[k];
+            float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4),
+                  *y1 = pq_alloc((size_t)T * rows * 4);
+            pq_test_fill(x, (size_t)T * cols, 1.0f);
+            pq_test_poison(y1, (size_t)T * rows);
+            pq_linear_forward_ref(&L, x, T, y0);
+            pq_linear_forward(&L, x, T, y1, ws, pool);
+            double e = pq_rel_l2(y1, y0, (size_t)T * rows);
+            PQ_CHECK(e < TOL, "linear %s %dx%d%s T=%d threads=%d (%s) vs ref: rel L2 %.1e", kind, rows, cols,
+                     with_bias ? " +bias" : "", T, nt, T <= PQ_GEMV_MAX_T ? "gemv" : "panels+sgemm", e);
+            pq_free(x); pq_free(y0); pq_free(y1);
+        }
+        pq_free(ws);
+        pq_pool_free(pool);
+    }
+    if (L.fmt == PQ_W_QPACK) free_qpack(&qw);
+    pq_free(data); pq_free(scales); pq_free(bias);
+}
+
+// The dispatch checks again in a child process with PQ_ISA=isa.
+static void rerun_with_isa(const char *isa) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("PQ_ISA", isa, 1);
+        execl("/proc/self/exe", "test_qkernels", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    PQ_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "all checks pass under PQ_ISA=%s", isa);
+}
+
+int main(void) {
+    pq_test_seed();
+    const char *forced = getenv("PQ_ISA");
+    printf("# isa %s%s\n", pq_isa_name(pq_cpu_isa()), forced ? " (PQ_ISA)" : "");
+    PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
+    check_fp8_codec();
+    check_fp8_all_codes();
+    check_fp8_int8(37, 172);
+    check_fp8_int8(50, 257);
+    check_fp8_int8(9, 100);
+
+    static const int bitss[] = {2, 3, 4, 5, 8}, groups[] = {32, 64, 128, 0}, colss[] = {172, 100, 257, 512};
+    int k = 0;
+    for (int bi = 0; bi < 5; bi++)
+        for (int gi = 0; gi < 4; gi++)
+            for (int asym = 0; asym < 2; asym++)
+                for (int gidx = 0; gidx < 2; gidx++) {
+                    int b = bitss[bi];
+                    if (b == 4 || b == 8)
+                        for (int ci = 0; ci < 4; ci++) check_qpack(b, groups[gi], asym, gidx, colss[ci]);
+                    else check_qpack(b, groups[gi], asym, gidx, colss[k++ % 4]);
+                }
+    // shapes with several blocks per group and several groups per block
+    check_qpack(4, 256, 0, 0, 1024);
+    check_qpack(4, 32, 1, 0, 1024);
+    check_qpack(2, 64, 1, 0, 1000);
+    check_qpack(6, 96, 1, 0, 960);
+
+    static const char *kinds[] = {"q4g128", "q4g32a", "q4g128x", "q4g0", "q3g64a", "q8g0", "q2g32a", "q5g128ax",
+                                  "int8", "fp8", "fp8t"};
+    for (int i = 0; i < 11; i++) {
+        check_linear(kinds[i], 300, 172, 0);
+        check_linear(kinds[i], 517, 257, 1);
+    }
+    check_linear("q4g128", 64, 512, 1);
+    check_linear("q4g32a", 100, 100, 0);
+
+    if (!forced) {
+        rerun_with_isa("scalar");
+        rerun_with_isa("avx2");
+    }
+    return pq_test_done();
+}
