@@ -1,0 +1,72 @@
+#include "quant/qtensor.h"
+
+#include <string.h>
+
+#include "common/half.h"
+#include "common/sys.h"
+
+int pq_qtensor_ngroups(const pq_qtensor *q) {
+    return q->fmt == PQ_W_QPACK ? pq_qpack_ngroups(q->cols, q->group) : 1;
+}
+
+pq_status pq_qtensor_alloc(pq_qtensor *q, int asym) {
+    size_t n = (size_t)q->rows * q->cols;
+    q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL;
+    int ok = 1;
+    switch (q->fmt) {
+    case PQ_W_QPACK: {
+        size_t ng = (size_t)pq_qtensor_ngroups(q);
+        q->nscales = (int)((size_t)q->rows * ng);
+        q->packed = pq_calloc((size_t)q->rows * pq_qpack_words_per_row(q->cols, q->bits) * sizeof(uint32_t));
+        if (asym) ok = (q->zeros = pq_calloc((size_t)q->nscales)) != NULL;
+        ok = ok && q->packed;
+        break;
+    }
+    case PQ_W_INT8:
+        q->nscales = q->rows;
+        ok = (q->i8 = pq_calloc(n)) != NULL;
+        break;
+    case PQ_W_FP8:
+        q->nscales = q->per_tensor ? 1 : q->rows;
+        ok = (q->f8 = pq_calloc(n)) != NULL;
+        break;
+    case PQ_W_DENSE: PQ_ASSERT(!"a pq_qtensor is never dense");
+    }
+    ok = ok && (q->scales = pq_calloc((size_t)q->nscales * sizeof(float))) != NULL;
+    if (!ok) {
+        pq_qtensor_free(q);
+        return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for a %d x %d quantized matrix", q->rows, q->cols);
+    }
+    return PQ_OK;
+}
+
+void pq_qtensor_free(pq_qtensor *q) {
+    if (!q) return;
+    pq_free(q->packed);
+    pq_free(q->zeros);
+    pq_free(q->i8);
+    pq_free(q->f8);
+    pq_free(q->scales);
+    q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL;
+}
+
+pq_linear pq_qtensor_linear(const pq_qtensor *q) {
+    pq_linear L = {.fmt = q->fmt, .rows = q->rows, .cols = q->cols};
+    switch (q->fmt) {
+    case PQ_W_QPACK:
+        L.q = (pq_qpack){q->rows, q->cols, q->bits, q->group, q->packed, q->scales, q->zeros, NULL};
+        break;
+    case PQ_W_INT8: L.i8 = (pq_int8_weight){q->rows, q->cols, q->i8, q->scales}; break;
+    case PQ_W_FP8: L.f8 = (pq_fp8_weight){q->rows, q->cols, q->f8, q->scales, !q->per_tensor}; break;
+    case PQ_W_DENSE: break;
+    }
+    return L;
+}
+
+float pq_round_to_dtype(float x, pq_dtype dt) {
+    switch (dt) {
+    case PQ_DT_F16: return pq_fp16_to_f32(pq_f32_to_fp16(x));
+    case PQ_DT_BF16: return pq_bf16_to_f32(pq_f32_to_bf16(x));
+    default: return x;
+    }
+}

@@ -1,0 +1,53 @@
+// quant/qtensor.h — one quantized weight matrix, owned: what a quantizer
+// (RTN now; GPTQ / AWQ later) produces and the packed-checkpoint writer
+// stores, viewable as a pq_linear so the engine's kernels can run it.
+//
+// The layouts are those of kernels/qpack.h and kernels/fp8.h:
+//   PQ_W_QPACK  packed [rows][words], scales [rows][ngroups], zeros (asym)
+//               [rows][ngroups] unsigned (the signed zero point + 2^(bits-1))
+//   PQ_W_INT8   i8 [rows][cols], scales [rows]
+//   PQ_W_FP8    f8 [rows][cols] E4M3 bytes, scales [rows] or [1] (per tensor)
+// Every scale is an f32 that is exactly representable in scale_dtype (the
+// dtype it is stored in), so what the file holds dequantizes to the values
+// the quantizer chose, bit for bit.
+#ifndef PQ_QTENSOR_H
+#define PQ_QTENSOR_H
+
+#include <stdint.h>
+
+#include "formats/safetensors.h"
+#include "kernels/linear.h"
+
+typedef struct {
+    pq_wformat fmt;        // PQ_W_QPACK, PQ_W_INT8 or PQ_W_FP8
+    int rows, cols;
+    int bits;              // PQ_W_QPACK: 2..8
+    int group;             // PQ_W_QPACK: columns per group (>= cols: per channel)
+    int per_tensor;        // PQ_W_FP8: one scale
+    pq_dtype scale_dtype;  // PQ_DT_F16, PQ_DT_BF16 or PQ_DT_F32
+    uint32_t *packed;      // PQ_W_QPACK
+    uint8_t *zeros;        // PQ_W_QPACK asymmetric, else NULL
+    int8_t *i8;            // PQ_W_INT8
+    uint8_t *f8;           // PQ_W_FP8
+    float *scales;
+    int nscales;           // entries of scales
+} pq_qtensor;
+
+// Allocates the arrays for the given shape and format (fields above set by
+// the caller first: fmt, rows, cols, bits, group, per_tensor, scale_dtype;
+// asym says whether QPACK zeros are needed). Contents are zeroed. On
+// PQ_ERR_NOMEM nothing stays allocated.
+pq_status pq_qtensor_alloc(pq_qtensor *q, int asym);
+void pq_qtensor_free(pq_qtensor *q); // frees the arrays (NULL-safe), keeps the shape
+
+// A pq_linear that borrows q's arrays (valid while q is).
+pq_linear pq_qtensor_linear(const pq_qtensor *q);
+
+// Number of scale groups per row (1 for per channel).
+int pq_qtensor_ngroups(const pq_qtensor *q);
+
+// x rounded to the nearest value of a float dtype (F16 / BF16; F32 and any
+// other dtype: x itself), ties to even, returned as an f32.
+float pq_round_to_dtype(float x, pq_dtype dt);
+
+#endif

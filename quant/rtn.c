@@ -1,0 +1,162 @@
+#include "quant/rtn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fp8.h"
+
+#define CHUNK_ROWS 16
+#define FP8_MAX 448.0
+
+typedef struct {
+    const float *w;
+    const pq_scheme *s;
+    pq_dtype sdt;
+    pq_qtensor *q;
+    float tensor_scale;  // PQ_W_FP8 per tensor
+    double *err2;        // [chunks] sum of (w - w')^2
+    double *norm2;       // [chunks] sum of w^2
+    int *bad;            // [chunks] 1 + the first row whose scale overflowed, or 0
+} job;
+
+// torch.finfo(dtype).eps: what compressed-tensors puts in place of a zero scale
+static float dtype_eps(pq_dtype dt) {
+    return dt == PQ_DT_F16 ? 0x1p-10f : dt == PQ_DT_BF16 ? 0x1p-7f : 0x1p-23f;
+}
+
+// The stored scale for a range: rounded to the dtype, zero replaced by eps.
+// Returns 0 if it is not finite in that dtype.
+static float stored_scale(double s, pq_dtype dt) {
+    float f = pq_round_to_dtype((float)s, dt);
+    if (f == 0) f = dtype_eps(dt);
+    return isfinite(f) ? f : 0;
+}
+
+static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+// One group [c0, c1) of row r of an integer format: writes codes (QPACK
+// packed or INT8), the scale and zero; accumulates the error. 0 on overflow.
+static int quant_int_group(job *j, int r, int c0, int c1, int g, double *e2) {
+    const pq_scheme *s = j->s;
+    pq_qtensor *q = j->q;
+    const float *w = j->w + (size_t)r * q->cols;
+    int bits = s->bits, qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
+    float lo = 0, hi = 0;
+    for (int c = c0; c < c1; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
+    double range = s->sym ? fmax(-(double)lo, hi) / (((1 << bits) - 1) / 2.0) : ((double)hi - lo) / ((1 << bits) - 1);
+    float sc = stored_scale(range, j->sdt);
+    if (sc == 0) return 0;
+    float z = s->sym ? 0 : clampf(rintf((float)qmin - lo / sc), (float)qmin, (float)qmax);
+    int ng = pq_qtensor_ngroups(q);
+    q->scales[(size_t)r * ng + g] = sc;
+    if (q->zeros) q->zeros[(size_t)r * ng + g] = (uint8_t)((int)z - qmin);
+    int per = 32 / bits;
+    uint32_t *row = q->packed ? q->packed + (size_t)r * pq_qpack_words_per_row(q->cols, bits) : NULL;
+    for (int c = c0; c < c1; c++) {
+        float code = clampf(rintf(w[c] / sc) + z, (float)qmin, (float)qmax);
+        if (row) row[c / per] |= (uint32_t)((int)code - qmin) << ((c % per) * bits);
+        else q->i8[(size_t)r * q->cols + c] = (int8_t)code;
+        double d = (double)w[c] - (double)(sc * (code - z)); // the spec: one fp32 multiply of s by (q - z)
+        *e2 += d * d;
+    }
+    return 1;
+}
+
+// Row r of FP8: per-channel scale from the row (or the tensor's), codes.
+static int quant_fp8_row(job *j, int r, double *e2) {
+    pq_qtensor *q = j->q;
+    const float *w = j->w + (size_t)r * q->cols;
+    float sc = j->tensor_scale;
+    if (!q->per_tensor) {
+        float amax = 0;
+        for (int c = 0; c < q->cols; c++) amax = fabsf(w[c]) > amax ? fabsf(w[c]) : amax;
+        sc = stored_scale(amax / FP8_MAX, j->sdt);
+        if (sc == 0) return 0;
+        q->scales[r] = sc;
+    }
+    uint8_t *out = q->f8 + (size_t)r * q->cols;
+    for (int c = 0; c < q->cols; c++) {
+        out[c] = pq_fp8_e4m3_encode(w[c] / sc);
+        double d = (double)w[c] - (double)(sc * pq_fp8_e4m3_decode(out[c]));
+        *e2 += d * d;
+    }
+    return 1;
+}
+
+static void chunk_fn(void *ctx, int i, int tid) {
+    job *j = ctx;
+    pq_qtensor *q = j->q;
+    int r1 = (i + 1) * CHUNK_ROWS < q->rows ? (i + 1) * CHUNK_ROWS : q->rows;
+    double e2 = 0, n2 = 0;
+    for (int r = i * CHUNK_ROWS; r < r1; r++) {
+        const float *w = j->w + (size_t)r * q->cols;
+        for (int c = 0; c < q->cols; c++) n2 += (double)w[c] * w[c];
+        int ok = 1;
+        if (q->fmt == PQ_W_FP8) {
+            ok = quant_fp8_row(j, r, &e2);
+        } else {
+            int len = q->fmt == PQ_W_QPACK ? q->group : q->cols;
+            for (int g = 0, c0 = 0; ok && c0 < q->cols; g++, c0 += len)
+                ok = quant_int_group(j, r, c0, c0 + len < q->cols ? c0 + len : q->cols, g, &e2);
+        }
+        if (!ok) { j->bad[i] = r + 1; break; }
+    }
+    j->err2[i] = e2;
+    j->norm2[i] = n2;
+}
+
+// The first non-finite element, or -1; *amax gets max |w| otherwise.
+static long long scan(const float *w, size_t n, float *amax) {
+    float m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(w[i])) return (long long)i;
+        m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
+    }
+    *amax = m;
+    return -1;
+}
+
+pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype scale_dtype,
+                          const char *name, pq_pool *pool, pq_qtensor *out, double *rel_err) {
+    memset(out, 0, sizeof *out);
+    PQ_FAIL_IF(rows <= 0 || cols <= 0, PQ_ERR_ARG, "%s: bad shape [%d, %d]", name, rows, cols);
+    PQ_FAIL_IF(s->bits < 2 || s->bits > 8 || (s->is_float && s->bits != 8), PQ_ERR_ARG, "%s: %d-bit %s weights",
+               name, s->bits, s->is_float ? "float" : "integer");
+    PQ_FAIL_IF(scale_dtype != PQ_DT_F16 && scale_dtype != PQ_DT_BF16 && scale_dtype != PQ_DT_F32, PQ_ERR_ARG,
+               "%s: scales cannot be stored as %s", name, pq_dtype_name(scale_dtype));
+    float amax;
+    long long bad = scan(w, (size_t)rows * cols, &amax);
+    PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s: weight [%lld, %lld] is %s", name, bad / cols, bad % cols,
+               isnan(w[bad]) ? "NaN" : "Inf");
+    pq_qtensor q = {.fmt = pq_scheme_wformat(s), .rows = rows, .cols = cols, .bits = s->bits,
+                    .group = s->group > 0 && s->group < cols ? s->group : cols,
+                    .per_tensor = s->group == PQ_GROUP_TENSOR, .scale_dtype = scale_dtype};
+    PQ_TRY(pq_qtensor_alloc(&q, q.fmt == PQ_W_QPACK && !s->sym));
+    int nchunks = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    job j = {w, s, scale_dtype, &q, 0, calloc((size_t)nchunks, sizeof(double)),
+             calloc((size_t)nchunks, sizeof(double)), calloc((size_t)nchunks, sizeof(int))};
+    pq_status st = PQ_OK;
+    PQ_CHECK_GOTO(!j.err2 || !j.norm2 || !j.bad, st, PQ_ERR_NOMEM, "%s: out of memory", name);
+    if (q.per_tensor) {
+        j.tensor_scale = q.scales[0] = stored_scale(amax / FP8_MAX, scale_dtype);
+        PQ_CHECK_GOTO(j.tensor_scale == 0, st, PQ_ERR_NUMERIC, "%s: the scale %g overflows %s", name,
+                      amax / FP8_MAX, pq_dtype_name(scale_dtype));
+    }
+    pq_pool_for(pool, nchunks, chunk_fn, &j);
+    double e2 = 0, n2 = 0;
+    for (int i = 0; i < nchunks; i++) {
+        PQ_CHECK_GOTO(j.bad[i], st, PQ_ERR_NUMERIC, "%s: row %d: a scale overflows %s", name, j.bad[i] - 1,
+                      pq_dtype_name(scale_dtype));
+        e2 += j.err2[i];
+        n2 += j.norm2[i];
+    }
+    if (rel_err) *rel_err = n2 > 0 ? e2 / n2 : 0;
+    *out = q;
+done:
+    if (st != PQ_OK) pq_qtensor_free(&q);
+    free(j.err2);
+    free(j.norm2);
+    free(j.bad);
+    return st;
+}

@@ -1,0 +1,38 @@
+// quant/rtn.h — round-to-nearest (RTN) quantization of one weight matrix.
+//
+// The scales follow compressed-tensors' calculate_qparams
+// (src/compressed_tensors/quantization/utils/helpers.py), over each group of
+// `group` columns of a row (the last group shorter when cols is not a
+// multiple: a ragged group, not per channel), a whole row (per channel) or
+// the whole matrix (per tensor, FP8):
+//   INT, symmetric    s = max|w| / ((2^b - 1) / 2)        (max|w| / 7.5 for INT4)
+//                     q = clamp(rne(w / s), -2^(b-1), 2^(b-1) - 1)
+//   INT, asymmetric   lo = min(min w, 0), hi = max(max w, 0), s = (hi - lo) / (2^b - 1)
+//                     z = clamp(rne(-2^(b-1) - lo / s), -2^(b-1), 2^(b-1) - 1)
+//                     q = clamp(rne(w / s) + z, -2^(b-1), 2^(b-1) - 1)
+//   FP8 E4M3          s = max|w| / 448, q = e4m3(w / s)    (RNE, saturating)
+// s is computed in double, rounded to the dtype it is stored in (a zero
+// becomes that dtype's epsilon, as compressed-tensors does) and only then
+// are the codes computed from it, so dequantizing the stored codes and
+// scales, w' = s * (q - z) in one fp32 multiply (kernels/qpack.h, fp8.h),
+// gives exactly the values this quantizer chose. w / s is one correctly
+// rounded fp32 division; rne is rintf in the default rounding mode. The
+// result does not depend on the thread count.
+#ifndef PQ_RTN_H
+#define PQ_RTN_H
+
+#include "common/threads.h"
+#include "quant/qtensor.h"
+#include "quant/scheme.h"
+
+// Quantizes w[rows][cols] with scheme s (its bits may be anything in 2..8 for
+// the integer weight-only format) into *out (allocated here; free with
+// pq_qtensor_free), storing scales as scale_dtype (F16, BF16 or F32).
+// rel_err (optional) receives ||W - W'||^2 / ||W||^2 (0 for a zero matrix).
+// A NaN or Inf in w is PQ_ERR_NUMERIC naming `name` and the element; a scale
+// that overflows scale_dtype is PQ_ERR_NUMERIC too. On error *out holds no
+// memory. pool may be NULL (serial).
+pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype scale_dtype,
+                          const char *name, pq_pool *pool, pq_qtensor *out, double *rel_err);
+
+#endif

@@ -1,0 +1,74 @@
+// quant/scheme.h — the quantization schemes `pq quantize` writes: their
+// names, defaults, the combinations each one allows, and what they cost in
+// bits per weight.
+//
+//   scheme        weights                         activations              compressed-tensors format
+//   w4a16         INT4, group 32/64/128/channel,  FP16 (weight only)       pack-quantized
+//                 sym (default) or asym
+//   w8a16         INT8 sym, channel (default)     FP16 (weight only)       pack-quantized
+//                 or group 32/64/128
+//   w8a8          INT8 sym per channel            INT8 dynamic per token   int-quantized
+//   fp8           FP8 E4M3, per channel (default) FP16 (weight only,       naive-quantized
+//                 or per tensor scale             vLLM's "W8A16-FP8")
+//   fp8-dynamic   FP8 E4M3, per channel (default) FP8 E4M3 dynamic per     float-quantized
+//                 or per tensor scale             token (llm-compressor's
+//                                                 FP8_DYNAMIC preset)
+//
+// Scales are stored in the model's dtype (F16 / BF16 / F32), as
+// compressed-tensors does (initialize.py: scale_dtype = observed dtype).
+#ifndef PQ_SCHEME_H
+#define PQ_SCHEME_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+#include "kernels/linear.h"
+
+typedef enum { PQ_SCHEME_W4A16, PQ_SCHEME_W8A16, PQ_SCHEME_W8A8, PQ_SCHEME_FP8, PQ_SCHEME_FP8_DYNAMIC,
+               PQ_SCHEME_COUNT } pq_scheme_id;
+
+// How a scheme quantizes activations at run time (all dynamic, per token).
+typedef enum { PQ_ACT_NONE, PQ_ACT_INT8_TOKEN, PQ_ACT_FP8_TOKEN } pq_act_quant;
+
+// Granularity of the weight scales.
+#define PQ_GROUP_CHANNEL 0   // one scale per output channel
+#define PQ_GROUP_TENSOR (-1) // one scale for the whole matrix (FP8 only)
+#define PQ_GROUP_DEFAULT (-2)
+#define PQ_SYM_DEFAULT (-1)
+
+typedef struct {
+    pq_scheme_id id;
+    int bits;          // weight bits: 4 or 8
+    int is_float;      // FP8 E4M3 weights (else integers)
+    int group;         // > 0 columns per group, PQ_GROUP_CHANNEL or PQ_GROUP_TENSOR
+    int sym;           // 1 symmetric (no zero point), 0 asymmetric
+    pq_act_quant act;
+} pq_scheme;
+
+// "w4a16", ... (NULL-free: "?" for a bad id).
+const char *pq_scheme_name(pq_scheme_id id);
+// The compressed-tensors "format" of the scheme: "pack-quantized", ...
+const char *pq_scheme_format(const pq_scheme *s);
+
+// Builds a scheme from its name and the user's choices: group (> 0,
+// PQ_GROUP_CHANNEL, PQ_GROUP_TENSOR or PQ_GROUP_DEFAULT) and sym (1, 0 or
+// PQ_SYM_DEFAULT). A name that is not a scheme or a combination the scheme
+// does not allow ("w8a8 --asym", "fp8 --group 64", "w4a16 --group 100") is
+// PQ_ERR_ARG with a message naming both; *out is then unchanged.
+pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out);
+
+// How the weights are stored and run: PQ_W_FP8 for the fp8 schemes,
+// PQ_W_INT8 (one int8 per weight, compressed-tensors int-quantized) for
+// w8a8, PQ_W_QPACK (pack-quantized) for the weight-only integer schemes.
+pq_wformat pq_scheme_wformat(const pq_scheme *s);
+
+// "w4a16 g128 sym", "fp8 channel", ... into buf (always NUL-terminated).
+void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap);
+
+// Bytes one quantized [rows x cols] matrix takes in the file: codes, scales
+// at scale_bytes each, packed zero points (asym), weight_shape.
+long long pq_scheme_matrix_bytes(const pq_scheme *s, int rows, int cols, int scale_bytes);
+// Bits per weight of that matrix: 8 * bytes / (rows * cols).
+double pq_scheme_bits_per_weight(const pq_scheme *s, int rows, int cols, int scale_bytes);
+
+#endif
