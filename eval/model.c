@@ -52,7 +52,28 @@ static pq_status load_vector(pq_model *m, const char *name, int64_t n, float **o
     return PQ_OK;
 }
 
-static pq_status load_linear(pq_model *m, const char *name, int rows, int cols, pq_linear *lin) {
+// A quantized linear of a packed checkpoint; its owned arrays go on m->owned.
+static pq_status load_packed(pq_model *m, const char *module, int rows, int cols, pq_linear *lin) {
+    if (m->n_owned + PQ_PACKED_MAX_OWNED > m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
+        PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "%s: out of memory", m->dir);
+        m->owned = p;
+        m->cap_owned = cap;
+    }
+    pq_packed_owned own;
+    PQ_TRY(pq_packed_load(m->st, &m->quant, module, rows, cols, lin, &own));
+    for (int i = 0; i < PQ_PACKED_MAX_OWNED; i++)
+        if (own.p[i]) m->owned[m->n_owned++] = own.p[i];
+    return PQ_OK;
+}
+
+// The linear `module` ("lm_head", "model.layers.3.mlp.up_proj"): quantized
+// when the checkpoint is packed and does not ignore it, else dense.
+static pq_status load_linear(pq_model *m, const char *module, int rows, int cols, pq_linear *lin) {
+    if (m->quant.quantized && !pq_packed_ignored(&m->quant, module)) return load_packed(m, module, rows, cols, lin);
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight", module);
     const pq_tensor *t;
     pq_dense_type dt;
     PQ_TRY(find_float(m, name, 2, rows, cols, &t, &dt));
@@ -67,7 +88,7 @@ static pq_status load_layer(pq_model *m, int l, pq_layer *L) {
     const int cols[PQ_NLINEAR] = {c->hidden, c->hidden, c->hidden, q, c->hidden, c->hidden, c->intermediate};
     char name[256];
     for (int s = 0; s < PQ_NLINEAR; s++) {
-        snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, SLOT_NAMES[s]);
+        snprintf(name, sizeof name, "model.layers.%d.%s", l, SLOT_NAMES[s]);
         PQ_TRY(load_linear(m, name, rows[s], cols[s], &L->lin[s]));
         if (c->qkv_bias && s <= PQ_V) {
             snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, SLOT_NAMES[s]);
@@ -84,11 +105,14 @@ static pq_status load_layer(pq_model *m, int l, pq_layer *L) {
 
 static pq_status load_all(pq_model *m) {
     const pq_config *c = &m->cfg;
-    PQ_TRY(load_linear(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed));
+    const pq_tensor *t;
+    pq_dense_type dt; // the embedding is never quantized (compressed-tensors targets Linear)
+    PQ_TRY(find_float(m, "model.embed_tokens.weight", 2, c->vocab, c->hidden, &t, &dt));
+    m->embed = (pq_linear){.fmt = PQ_W_DENSE, .rows = c->vocab, .cols = c->hidden, .dense_type = dt, .w = t->data};
     if (c->tie_embeddings) {
         m->lm_head = m->embed;
     } else {
-        PQ_TRY(load_linear(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head));
+        PQ_TRY(load_linear(m, "lm_head", c->vocab, c->hidden, &m->lm_head));
     }
     PQ_TRY(load_vector(m, "model.norm.weight", c->hidden, &m->final_norm));
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
@@ -96,6 +120,16 @@ static pq_status load_all(pq_model *m) {
     for (int l = 0; l < c->n_layers; l++) PQ_TRY(load_layer(m, l, &m->layers[l]));
     for (int i = 0; i < pq_st_count(m->st); i++) m->weight_bytes += pq_st_at(m->st, i)->nbytes;
     return PQ_OK;
+}
+
+// config.json's quantization_config, if any.
+static pq_status load_quant_info(const char *config_path, pq_packed_info *out) {
+    char *text;
+    size_t len;
+    PQ_TRY(pq_file_read(config_path, (size_t)64 << 20, &text, &len));
+    pq_status s = pq_packed_info_parse(text, len, config_path, out);
+    free(text);
+    return s;
 }
 
 pq_status pq_model_open(const char *dir, pq_model **out) {
@@ -109,6 +143,7 @@ pq_status pq_model_open(const char *dir, pq_model **out) {
     PQ_TRY_GOTO(s, pq_path_join(path, sizeof path, dir, "config.json"));
     PQ_CHECK_GOTO(!pq_file_exists(path), s, PQ_ERR_IO, "%s: no config.json", dir);
     PQ_TRY_GOTO(s, pq_config_load(path, &m->cfg));
+    PQ_TRY_GOTO(s, load_quant_info(path, &m->quant));
     PQ_TRY_GOTO(s, pq_st_open(dir, &m->st));
     PQ_TRY_GOTO(s, load_all(m));
     *out = m;
@@ -129,6 +164,9 @@ void pq_model_free(pq_model *m) {
         free(m->layers);
     }
     pq_free(m->owned_weights);
+    for (int i = 0; i < m->n_owned; i++) pq_free(m->owned[i]);
+    free(m->owned);
+    pq_packed_info_free(&m->quant);
     pq_free(m->final_norm);
     pq_st_close(m->st);
     free(m);

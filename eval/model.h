@@ -2,10 +2,17 @@
 // config.json + the weights (mmap'd safetensors, single or sharded, or .zst),
 // with every tensor the architecture needs located, shape-checked against the
 // config and wrapped as a pq_linear.
+//
+// A compressed-tensors checkpoint (what `pq quantize` writes; config.json
+// has a quantization_config, formats/packed.h) opens the same way: its
+// quantized linears become PQ_W_QPACK / PQ_W_INT8 / PQ_W_FP8 pq_linear's
+// whose codes point into the mapped file; only scales and zero points are
+// converted into small owned arrays.
 #ifndef PQ_MODEL_H
 #define PQ_MODEL_H
 
 #include "formats/config.h"
+#include "formats/packed.h"
 #include "formats/safetensors.h"
 #include "kernels/linear.h"
 
@@ -31,11 +38,15 @@ typedef struct {
     pq_layer *layers;            // [n_layers]
     size_t weight_bytes;         // bytes of all tensors as stored
     void *owned_weights;         // pq_model_random's weight memory (NULL for files)
+    pq_packed_info quant;        // quant.quantized: a compressed-tensors checkpoint, its scheme
+    void **owned;                // scales / zero points of quantized linears (pq_free each)
+    int n_owned, cap_owned;
 } pq_model;
 
 // Opens a model directory. Missing config.json/weights, an unsupported
 // architecture, a missing tensor or one whose dtype/shape disagrees with the
-// config all fail with one line naming the file and tensor.
+// config (or, packed, with its quantization_config) all fail with one line
+// naming the file and tensor.
 pq_status pq_model_open(const char *dir, pq_model **out);
 void pq_model_free(pq_model *m); // NULL-safe
 

@@ -1,0 +1,248 @@
+// formats/packed.c — the tensors of one quantized linear in a
+// compressed-tensors checkpoint: declared and written from a pq_qtensor,
+// read back (validated) into a pq_linear.
+#include "formats/packed.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/half.h"
+#include "common/sys.h"
+
+#define NAME_CAP 512
+
+static pq_status tensor_name(char *out, const char *module, const char *suffix) {
+    int n = snprintf(out, NAME_CAP, "%s.%s", module, suffix);
+    PQ_FAIL_IF(n < 0 || n >= NAME_CAP, PQ_ERR_ARG, "module name too long: %.100s", module);
+    return PQ_OK;
+}
+
+// Rows of packed zero points: ceil(rows * bits / 32).
+static int zp_rows(int rows, int bits) { return (rows + 32 / bits - 1) / (32 / bits); }
+
+// ---- writing -----------------------------------------------------------
+
+pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme *s, int rows, int cols,
+                            pq_dtype scale_dtype) {
+    char name[NAME_CAP];
+    int64_t r = rows, c = cols;
+    if (pq_scheme_wformat(s) == PQ_W_QPACK) {
+        int64_t ng = s->group > 0 && s->group < cols ? (c + s->group - 1) / s->group : 1;
+        int64_t packed[2] = {r, pq_qpack_words_per_row(cols, s->bits)}, scale[2] = {r, ng}, two = 2;
+        int64_t zp[2] = {zp_rows(rows, s->bits), ng};
+        PQ_TRY(tensor_name(name, module, "weight_packed"));
+        PQ_TRY(pq_st_writer_declare(w, name, PQ_DT_I32, 2, packed));
+        PQ_TRY(tensor_name(name, module, "weight_shape"));
+        PQ_TRY(pq_st_writer_declare(w, name, PQ_DT_I64, 1, &two));
+        PQ_TRY(tensor_name(name, module, "weight_scale"));
+        PQ_TRY(pq_st_writer_declare(w, name, scale_dtype, 2, scale));
+        if (!s->sym) {
+            PQ_TRY(tensor_name(name, module, "weight_zero_point"));
+            PQ_TRY(pq_st_writer_declare(w, name, PQ_DT_I32, 2, zp));
+        }
+        return PQ_OK;
+    }
+    int per_tensor = s->group == PQ_GROUP_TENSOR;
+    int64_t shape[2] = {r, c}, scale[2] = {per_tensor ? 1 : r, 1};
+    PQ_TRY(tensor_name(name, module, "weight"));
+    PQ_TRY(pq_st_writer_declare(w, name, s->is_float ? PQ_DT_F8_E4M3 : PQ_DT_I8, 2, shape));
+    PQ_TRY(tensor_name(name, module, "weight_scale"));
+    return pq_st_writer_declare(w, name, scale_dtype, per_tensor ? 1 : 2, scale);
+}
+
+// The scales as stored (exact: they are representable in the dtype).
+static void *stored_scales(const pq_qtensor *q) {
+    size_t n = (size_t)q->nscales, es = pq_dtype_size(q->scale_dtype);
+    uint16_t *h = pq_alloc(n * es);
+    if (!h) return NULL;
+    if (q->scale_dtype == PQ_DT_F32) memcpy(h, q->scales, n * 4);
+    else
+        for (size_t i = 0; i < n; i++)
+            h[i] = q->scale_dtype == PQ_DT_F16 ? pq_f32_to_fp16(q->scales[i]) : pq_f32_to_bf16(q->scales[i]);
+    return h;
+}
+
+// zeros[rows][ng] packed along dim 0: word (r / per, g) holds rows r in its
+// (r % per)-th bits-wide field.
+static uint32_t *packed_zeros(const pq_qtensor *q) {
+    int ng = pq_qtensor_ngroups(q), per = 32 / q->bits;
+    uint32_t *zp = pq_calloc((size_t)zp_rows(q->rows, q->bits) * ng * sizeof(uint32_t));
+    if (!zp) return NULL;
+    for (int r = 0; r < q->rows; r++)
+        for (int g = 0; g < ng; g++)
+            zp[(size_t)(r / per) * ng + g] |= (uint32_t)q->zeros[(size_t)r * ng + g] << ((r % per) * q->bits);
+    return zp;
+}
+
+pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q) {
+    char name[NAME_CAP];
+    size_t n = (size_t)q->rows * q->cols;
+    pq_status s = PQ_OK;
+    void *scales = stored_scales(q);
+    uint32_t *zp = q->zeros ? packed_zeros(q) : NULL;
+    PQ_CHECK_GOTO(!scales || (q->zeros && !zp), s, PQ_ERR_NOMEM, "%s: out of memory", module);
+    PQ_TRY_GOTO(s, tensor_name(name, module, "weight_scale"));
+    PQ_TRY_GOTO(s, pq_st_writer_put(w, name, scales, (size_t)q->nscales * pq_dtype_size(q->scale_dtype)));
+    if (q->fmt == PQ_W_QPACK) {
+        int64_t shape[2] = {q->rows, q->cols};
+        PQ_TRY_GOTO(s, tensor_name(name, module, "weight_packed"));
+        PQ_TRY_GOTO(s, pq_st_writer_put(w, name, q->packed,
+                                        (size_t)q->rows * pq_qpack_words_per_row(q->cols, q->bits) * 4));
+        PQ_TRY_GOTO(s, tensor_name(name, module, "weight_shape"));
+        PQ_TRY_GOTO(s, pq_st_writer_put(w, name, shape, sizeof shape));
+        if (zp) {
+            PQ_TRY_GOTO(s, tensor_name(name, module, "weight_zero_point"));
+            PQ_TRY_GOTO(s, pq_st_writer_put(w, name, zp,
+                                            (size_t)zp_rows(q->rows, q->bits) * pq_qtensor_ngroups(q) * 4));
+        }
+    } else {
+        PQ_TRY_GOTO(s, tensor_name(name, module, "weight"));
+        PQ_TRY_GOTO(s, pq_st_writer_put(w, name, q->fmt == PQ_W_INT8 ? (const void *)q->i8 : q->f8, n));
+    }
+done:
+    pq_free(scales);
+    pq_free(zp);
+    return s;
+}
+
+// ---- reading -----------------------------------------------------------
+
+static const char *file_of(const pq_st *st, const pq_tensor *t) { return pq_st_file_path(st, t->file); }
+
+// The scale tensor of module (any float dtype), shape [n0, n1] or, when
+// vec_ok (n1 == 1), also [n0] or a scalar holding n0 elements; as f32.
+static pq_status load_scales(const pq_st *st, const char *module, int64_t n0, int64_t n1, int vec_ok,
+                             float **out) {
+    char name[NAME_CAP];
+    PQ_TRY(tensor_name(name, module, "weight_scale"));
+    const pq_tensor *t = pq_st_find(st, name);
+    PQ_FAIL_IF(!t, PQ_ERR_FORMAT, "%s: tensor '%s' is missing", pq_st_file_path(st, 0), name);
+    PQ_FAIL_IF(t->dtype != PQ_DT_F16 && t->dtype != PQ_DT_BF16 && t->dtype != PQ_DT_F32, PQ_ERR_FORMAT,
+               "%s: tensor '%s' has dtype %s; expected F16, BF16 or F32", file_of(st, t), name,
+               pq_dtype_name(t->dtype));
+    int64_t shape[2] = {n0, n1};
+    if (!(vec_ok && t->ndim <= 1 && t->numel == n0)) PQ_TRY(pq_st_expect(st, name, t->dtype, 2, shape, &t));
+    float *s = pq_alloc((size_t)t->numel * sizeof(float));
+    PQ_FAIL_IF(!s, PQ_ERR_NOMEM, "%s: out of memory", name);
+    for (int64_t i = 0; i < t->numel; i++) {
+        const uint8_t *p = (const uint8_t *)t->data + i * (int64_t)pq_dtype_size(t->dtype);
+        uint16_t h;
+        uint32_t u;
+        if (t->dtype == PQ_DT_F32) memcpy(&u, p, 4), s[i] = pq_f32_from_bits(u);
+        else memcpy(&h, p, 2), s[i] = t->dtype == PQ_DT_F16 ? pq_fp16_to_f32(h) : pq_bf16_to_f32(h);
+        if (!isfinite(s[i])) {
+            pq_free(s);
+            return PQ_FAIL(PQ_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite", file_of(st, t), name,
+                           (long long)i);
+        }
+    }
+    *out = s;
+    return PQ_OK;
+}
+
+// t's data as an aligned pointer: the mapping itself, or an owned copy.
+static const void *aligned(const pq_tensor *t, size_t align, void **copy) {
+    *copy = NULL;
+    if ((uintptr_t)t->data % align == 0) return t->data;
+    *copy = pq_alloc(t->nbytes);
+    if (*copy) memcpy(*copy, t->data, t->nbytes);
+    return *copy;
+}
+
+// weight_shape: I64 (what compressed-tensors writes) or I32 [2] = [rows, cols].
+static pq_status check_shape_tensor(const pq_st *st, const char *module, int rows, int cols) {
+    char name[NAME_CAP];
+    PQ_TRY(tensor_name(name, module, "weight_shape"));
+    const pq_tensor *t = pq_st_find(st, name);
+    int64_t two = 2, v[2] = {0, 0};
+    PQ_FAIL_IF(!t, PQ_ERR_FORMAT, "%s: tensor '%s' is missing", pq_st_file_path(st, 0), name);
+    PQ_TRY(pq_st_expect(st, name, t->dtype == PQ_DT_I32 ? PQ_DT_I32 : PQ_DT_I64, 1, &two, &t));
+    for (int i = 0; i < 2; i++) {
+        int32_t x;
+        if (t->dtype == PQ_DT_I64) memcpy(&v[i], (const char *)t->data + 8 * i, 8);
+        else memcpy(&x, (const char *)t->data + 4 * i, 4), v[i] = x;
+    }
+    PQ_FAIL_IF(v[0] != rows || v[1] != cols, PQ_ERR_FORMAT,
+               "%s: tensor '%s' is [%lld, %lld], config.json implies [%d, %d]", file_of(st, t), name,
+               (long long)v[0], (long long)v[1], rows, cols);
+    return PQ_OK;
+}
+
+static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const char *module, pq_linear *L,
+                            pq_packed_owned *own) {
+    const pq_scheme *s = &info->scheme;
+    char name[NAME_CAP];
+    int rows = L->rows, cols = L->cols, bits = s->bits;
+    int group = s->group > 0 && s->group < cols ? s->group : cols, ng = pq_qpack_ngroups(cols, group);
+    const pq_tensor *t;
+    int64_t packed[2] = {rows, pq_qpack_words_per_row(cols, bits)}, zshape[2] = {zp_rows(rows, bits), ng};
+    PQ_TRY(tensor_name(name, module, "weight_packed"));
+    PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, packed, &t));
+    const uint32_t *codes = aligned(t, 4, &own->p[0]);
+    PQ_FAIL_IF(!codes, PQ_ERR_NOMEM, "%s: out of memory", name);
+    PQ_TRY(check_shape_tensor(st, module, rows, cols));
+    float *scales;
+    PQ_TRY(load_scales(st, module, rows, ng, 0, &scales));
+    own->p[1] = scales;
+    uint8_t *zeros = NULL;
+    if (!s->sym) {
+        PQ_TRY(tensor_name(name, module, "weight_zero_point"));
+        PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, zshape, &t));
+        zeros = own->p[2] = pq_alloc((size_t)rows * ng);
+        PQ_FAIL_IF(!zeros, PQ_ERR_NOMEM, "%s: out of memory", name);
+        int per = 32 / bits;
+        for (int r = 0; r < rows; r++)
+            for (int g = 0; g < ng; g++) {
+                uint32_t word;
+                memcpy(&word, (const char *)t->data + ((size_t)(r / per) * ng + g) * 4, 4);
+                zeros[(size_t)r * ng + g] = (uint8_t)((word >> ((r % per) * bits)) & ((1u << bits) - 1));
+            }
+    }
+    const int32_t *g_idx = NULL;
+    PQ_TRY(tensor_name(name, module, "weight_g_idx"));
+    if (pq_st_find(st, name)) {
+        int64_t n = cols;
+        PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 1, &n, &t));
+        g_idx = aligned(t, 4, &own->p[3]);
+        PQ_FAIL_IF(!g_idx, PQ_ERR_NOMEM, "%s: out of memory", name);
+        for (int c = 0; c < cols; c++)
+            PQ_FAIL_IF(g_idx[c] < 0 || g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: tensor '%s'[%d] = %d is not a group "
+                       "in [0, %d)", file_of(st, t), name, c, g_idx[c], ng);
+    }
+    L->fmt = PQ_W_QPACK;
+    L->q = (pq_qpack){rows, cols, bits, group, codes, scales, zeros, g_idx};
+    return PQ_OK;
+}
+
+static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const char *module, pq_linear *L,
+                            pq_packed_owned *own) {
+    int fp8 = info->scheme.is_float, per_tensor = info->scheme.group == PQ_GROUP_TENSOR;
+    char name[NAME_CAP];
+    int64_t shape[2] = {L->rows, L->cols};
+    const pq_tensor *t;
+    PQ_TRY(tensor_name(name, module, "weight"));
+    PQ_TRY(pq_st_expect(st, name, fp8 ? PQ_DT_F8_E4M3 : PQ_DT_I8, 2, shape, &t));
+    float *scales;
+    PQ_TRY(load_scales(st, module, per_tensor ? 1 : L->rows, 1, 1, &scales));
+    own->p[0] = scales;
+    L->fmt = fp8 ? PQ_W_FP8 : PQ_W_INT8;
+    if (fp8) L->f8 = (pq_fp8_weight){L->rows, L->cols, t->data, scales, !per_tensor};
+    else L->i8 = (pq_int8_weight){L->rows, L->cols, t->data, scales};
+    return PQ_OK;
+}
+
+pq_status pq_packed_load(const pq_st *st, const pq_packed_info *info, const char *module, int rows, int cols,
+                         pq_linear *out, pq_packed_owned *own) {
+    memset(own, 0, sizeof *own);
+    pq_linear L = {.rows = rows, .cols = cols};
+    pq_status s = pq_scheme_wformat(&info->scheme) == PQ_W_QPACK ? load_qpack(st, info, module, &L, own)
+                                                                  : load_bytes(st, info, module, &L, own);
+    if (s != PQ_OK) {
+        for (int i = 0; i < PQ_PACKED_MAX_OWNED; i++) pq_free(own->p[i]);
+        memset(own, 0, sizeof *own);
+        return s;
+    }
+    *out = L;
+    return PQ_OK;
+}
