@@ -1,9 +1,12 @@
 // pq inspect — what is in a model directory or safetensors file.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "formats/config.h"
 #include "formats/fileio.h"
+#include "formats/packed.h"
 #include "formats/safetensors.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -13,6 +16,38 @@ static void print_shape(const pq_tensor *t, char *buf, size_t cap) {
     for (int d = 0; d < t->ndim && n < cap; d++)
         n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
     if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+// The quantization_config of a packed checkpoint, one line.
+static pq_status print_quantization(const char *cfg_path) {
+    char *text;
+    size_t len;
+    PQ_TRY(pq_file_read(cfg_path, (size_t)64 << 20, &text, &len));
+    pq_packed_info info;
+    pq_status s = pq_packed_info_parse(text, len, cfg_path, &info);
+    free(text);
+    PQ_TRY(s);
+    if (info.quantized) {
+        static const char *const ACT[] = {"weight only", "int8 activations dynamic per token",
+                                          "fp8 activations dynamic per token"};
+        char desc[64];
+        pq_scheme_describe(&info.scheme, desc, sizeof desc);
+        printf("quantization: %s, compressed-tensors %s, %s, ignore [", desc, info.format, ACT[info.scheme.act]);
+        for (int i = 0; i < info.n_ignore; i++) printf("%s%s", i ? ", " : "", info.ignore[i]);
+        printf("]\n");
+    }
+    pq_packed_info_free(&info);
+    return PQ_OK;
+}
+
+// A "<file>.zst" next to an uncompressed file (pq quantize --zstd writes both).
+static void print_zst_sibling(const char *file, unsigned long long raw) {
+    char zst[4200];
+    struct stat sb;
+    snprintf(zst, sizeof zst, "%s.zst", file);
+    if (stat(zst, &sb) == 0 && sb.st_size > 0)
+        printf("file:         %s, %lld bytes on disk (ratio %.3f)\n", zst, (long long)sb.st_size,
+               (double)raw / (double)sb.st_size);
 }
 
 int main_inspect(int argc, char **argv) {
@@ -40,6 +75,8 @@ int main_inspect(int argc, char **argv) {
             printf("shape:        hidden %d, intermediate %d, layers %d, heads %d (kv %d, head_dim %d), vocab %d, "
                    "context %d\n", cfg.hidden, cfg.intermediate, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
                    cfg.head_dim, cfg.vocab, cfg.max_pos);
+            s = print_quantization(cfg_path);
+            if (s != PQ_OK) return cli_fail("inspect", s);
         }
     }
     pq_st *st;
@@ -66,6 +103,7 @@ int main_inspect(int argc, char **argv) {
         printf("file:         %s, %llu bytes on disk", pq_st_file_path(st, f), disk);
         if (disk != raw) printf(" (%llu uncompressed, ratio %.3f)", raw, disk ? (double)raw / disk : 0.0);
         printf("\n");
+        if (disk == raw) print_zst_sibling(pq_st_file_path(st, f), raw);
     }
     pq_st_close(st);
     return 0;

@@ -6,5 +6,6 @@
 
 int main_inspect(int argc, char **argv);
 int main_ppl(int argc, char **argv);
+int main_quantize(int argc, char **argv);
 
 #endif

@@ -2,9 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/version.h"
 #include "tools/commands.h"
-
-#define PQ_VERSION "0.1.0"
 
 typedef struct {
     const char *name;
@@ -15,6 +14,7 @@ typedef struct {
 static const subcommand COMMANDS[] = {
     {"inspect", main_inspect, "what is in a model or packed checkpoint: arch, tensors, dtypes, size"},
     {"ppl", main_ppl, "perplexity of a model on a text file"},
+    {"quantize", main_quantize, "quantize a model and write a compressed-tensors checkpoint"},
 };
 
 static void usage(FILE *out) {

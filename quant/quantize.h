@@ -1,0 +1,83 @@
+// quant/quantize.h — the `pq quantize` stage as one library call: an
+// FP16 / BF16 / F32 Hugging Face checkpoint in, a compressed-tensors
+// checkpoint (formats/packed.h) out.
+//
+// Streaming: the source is mmap'd and one linear at a time is widened to
+// f32, quantized and written through the streaming safetensors writer, so
+// memory is about one weight matrix in f32. Every decoder-layer linear
+// (q/k/v/o, gate/up/down) is quantized; embeddings, norms, biases and (unless
+// quantize_head) lm_head are copied unchanged in the source dtype.
+//
+// OUT is built in a temporary sibling directory and renamed into place
+// (formats/outdir.h): it holds config.json (the source's plus a
+// quantization_config), model.safetensors (+ model.safetensors.zst with
+// zstd_level > 0), the tokenizer files copied, and pq.json with the
+// provenance: pq version, method, scheme, source path and SHA-256 of the
+// source safetensors files, per-linear relative error ||W - W'||^2 / ||W||^2,
+// measured bits per weight, timings. The safetensors __metadata__ carries
+// "format": "pt" (which transformers requires) and the provenance known
+// before the data is written (method, scheme, source hash, pq version).
+#ifndef PQ_QUANTIZE_H
+#define PQ_QUANTIZE_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+
+typedef struct {
+    const char *model;       // source checkpoint directory
+    const char *out;         // output directory
+    const char *scheme;      // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic"
+    const char *method;      // "rtn" ("gptq", "awq", "smoothquant": later releases)
+    int group;               // PQ_GROUP_DEFAULT, PQ_GROUP_CHANNEL or 32 / 64 / 128
+    int sym;                 // PQ_SYM_DEFAULT, 1 or 0
+    int fp8_tensor;          // fp8 schemes: one scale per tensor instead of per channel
+    int quantize_head;       // quantize lm_head too (models with an untied lm_head)
+    int zstd_level;          // > 0: also write model.safetensors.zst at this level
+    int force;               // replace an existing OUT (only once the new one is complete)
+    int nthreads;            // 0 = all cores
+} pq_quantize_params;
+
+pq_quantize_params pq_quantize_default_params(void);
+
+// "auto", "channel", "32" -> a group for pq_quantize_params.group: "auto"
+// is PQ_GROUP_DEFAULT. Anything else is PQ_ERR_ARG.
+pq_status pq_quantize_parse_group(const char *s, int *group);
+
+// One line describing the resolved configuration ("model M -> OUT: rtn
+// w4a16 g128 sym (pack-quantized), ..."), or PQ_ERR_ARG naming what is
+// wrong with the parameters (unknown scheme or method, a combination the
+// scheme does not allow); the same checks pq_quantize makes first.
+pq_status pq_quantize_describe(const pq_quantize_params *p, char *buf, size_t cap);
+
+typedef struct {
+    char scheme[64];              // "w4a16 g128 sym"
+    char format[32];              // "pack-quantized"
+    int n_quantized;              // linears quantized
+    int n_ragged;                 // of them, grouped with in_features not a multiple of the group
+                                  // (a shorter last group: pq runs them; compressed-tensors'
+                                  // decompression and vLLM's kernels require a multiple)
+    long long n_weights;          // weights in them
+    long long quant_bytes;        // bytes of their tensors in the output file
+    double bits_per_weight;       // 8 * quant_bytes / n_weights, measured on the output
+    double mean_rel_err, max_rel_err;
+    unsigned long long out_bytes; // model.safetensors
+    unsigned long long zst_bytes; // model.safetensors.zst (0 without zstd)
+    double seconds;
+    char source_sha256[65];
+} pq_quantize_result;
+
+// Called after each decoder layer: layers done, layers in all, the mean
+// relative error of that layer's linears.
+typedef void (*pq_quantize_progress)(void *ud, int done, int total, double layer_rel_err);
+
+// Runs the stage. Bad parameters and an existing OUT without force are
+// PQ_ERR_ARG; an already-quantized or unsupported source, a NaN/Inf weight
+// (the message names the tensor) and I/O failures (a full disk, an
+// unwritable OUT: the message names the file) are other errors. On any
+// error nothing is left at OUT (an existing OUT is untouched) and no
+// temporary directory remains.
+pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress, void *ud,
+                      pq_quantize_result *out);
+
+#endif

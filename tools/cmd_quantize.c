@@ -1,0 +1,85 @@
+// pq quantize — quantize a model and write a compressed-tensors checkpoint.
+#include <signal.h>
+#include <stdio.h>
+
+#include "quant/quantize.h"
+#include "quant/scheme.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+typedef struct {
+    cli_progress bar;
+} progress_state;
+
+static void progress(void *ud, int done, int total, double layer_err) {
+    progress_state *ps = ud;
+    char extra[64];
+    snprintf(extra, sizeof extra, "rel err %.3e", layer_err);
+    if (ps->bar.tty) cli_progress_update(&ps->bar, done, total, extra);
+    else fprintf(stderr, "pq quantize: layer %d/%d %s\n", done, total, extra); // one line per layer
+}
+
+int main_quantize(int argc, char **argv) {
+    pq_quantize_params p = pq_quantize_default_params();
+    const char *group = "auto", *pos[1];
+    int fp8_scale = 0, zstd = 0, json = 0;
+    const cli_flag flags[] = {
+        {"-o", FLAG_STR, &p.out, "output directory (required; must not exist unless --force)", NULL, 0, "OUT"},
+        {"--scheme", FLAG_STR, &p.scheme, "w4a16 | w8a16 | w8a8 | fp8 (weight only) | fp8-dynamic", NULL, 0, "S"},
+        {"--method", FLAG_STR, &p.method, "rtn (gptq, awq, smoothquant: not available yet)", NULL, 0, "M"},
+        {"--group", FLAG_STR, &group, "32 | 64 | 128 | channel | auto (w4a16: 128, others: channel)", NULL, 0, "G"},
+        {"--sym", FLAG_BOOL, &p.sym, "symmetric weights, no zero point (default for every scheme)", NULL, 1, NULL},
+        {"--asym", FLAG_BOOL, &p.sym, "asymmetric weights with zero points (w4a16 only)", NULL, 0, NULL},
+        {"--fp8-scale", FLAG_CHOICE, &fp8_scale, "fp8 weight scales per output channel or per tensor",
+         "channel|tensor", 0, NULL},
+        {"--quantize-head", FLAG_BOOL, &p.quantize_head, "quantize lm_head too (untied models; default: FP16)",
+         NULL, 1, NULL},
+        {"--zstd", FLAG_BOOL, &zstd, "also write model.safetensors.zst (zstd level 19)", NULL, 1, NULL},
+        {"--force", FLAG_BOOL, &p.force, "replace an existing OUT once the new one is complete", NULL, 1, NULL},
+        {"--threads", FLAG_INT, &p.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
+        {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
+    };
+    cli_command cmd = {"quantize", "MODEL -o OUT [options]",
+                       "Quantize MODEL (FP16/BF16/F32) and write OUT, a compressed-tensors checkpoint "
+                       "(vLLM / SGLang load it; so does pq ppl).",
+                       flags, sizeof flags / sizeof flags[0], 1, pos};
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    if (!p.out) {
+        fprintf(stderr, "pq quantize: -o OUT is required (see pq quantize --help)\n");
+        return 2;
+    }
+    p.model = pos[0];
+    p.fp8_tensor = fp8_scale == 1;
+    p.zstd_level = zstd ? 19 : 0;
+    char line[1024];
+    pq_status s = pq_quantize_parse_group(group, &p.group);
+    if (s == PQ_OK) s = pq_quantize_describe(&p, line, sizeof line);
+    if (s != PQ_OK) return cli_fail("quantize", s);
+    fprintf(stderr, "pq quantize: %s\n", line);
+    signal(SIGXFSZ, SIG_IGN); // a file size limit then fails the write (EFBIG), reported like a full disk
+    progress_state ps;
+    cli_progress_init(&ps.bar, "pq quantize:");
+    pq_quantize_result r;
+    s = pq_quantize(&p, progress, &ps, &r);
+    if (s != PQ_OK) return cli_fail("quantize", s);
+    if (json) {
+        printf("{\"out\": \"%s\", \"scheme\": \"%s\", \"method\": \"%s\", \"format\": \"%s\", "
+               "\"quantized_linears\": %d, \"ragged_linears\": %d, \"quantized_weights\": %lld, \"quantized_bytes\": %lld, "
+               "\"bits_per_weight\": %.6f, \"rel_error_mean\": %.6g, \"rel_error_max\": %.6g, "
+               "\"output_bytes\": %llu, \"zst_bytes\": %llu, \"source_sha256\": \"%s\", \"seconds\": %.3f}\n",
+               p.out, r.scheme, p.method, r.format, r.n_quantized, r.n_ragged, r.n_weights, r.quant_bytes, r.bits_per_weight,
+               r.mean_rel_err, r.max_rel_err, r.out_bytes, r.zst_bytes, r.source_sha256, r.seconds);
+    } else {
+        printf("%s: %s (%s), %d linears at %.4f bits per weight, rel err mean %.3e max %.3e, %llu bytes",
+               p.out, r.scheme, r.format, r.n_quantized, r.bits_per_weight, r.mean_rel_err, r.max_rel_err,
+               r.out_bytes);
+        if (r.zst_bytes) printf(" (zstd %llu, ratio %.3f)", r.zst_bytes, (double)r.out_bytes / (double)r.zst_bytes);
+        printf(", %.2f s\n", r.seconds);
+    }
+    if (r.n_ragged)
+        fprintf(stderr, "pq quantize: note: %d linears have in_features that are not a multiple of the group (a "
+                "shorter last group): pq runs them, but compressed-tensors' decompression and vLLM's kernels "
+                "need a multiple\n", r.n_ragged);
+    return 0;
+}
