@@ -3,9 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef enum { PREPEND, REPLACE, NFC, NFD } step_kind;
+
 typedef struct {
-    int replace;            // 0: Prepend(content); 1: Replace(pattern -> content)
-    char *pattern, *content;
+    step_kind kind;
+    char *pattern, *content; // Prepend(content), Replace(pattern -> content); NULL for NFC, NFD
 } step;
 
 struct pq_norm {
@@ -29,12 +31,12 @@ void pq_norm_free(pq_norm *n) {
 
 int pq_norm_is_identity(const pq_norm *n) { return n->n == 0; }
 
-static pq_status push_step(pq_norm *n, int replace, const char *pattern, const char *content) {
+static pq_status push_step(pq_norm *n, step_kind kind, const char *pattern, const char *content) {
     step *p = realloc(n->st, (n->n + 1) * sizeof *p);
     PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "out of memory parsing the normalizer");
     n->st = p;
-    step s = {replace, pattern ? strdup(pattern) : NULL, strdup(content)};
-    if (!s.content || (pattern && !s.pattern)) {
+    step s = {kind, pattern ? strdup(pattern) : NULL, content ? strdup(content) : NULL};
+    if ((content && !s.content) || (pattern && !s.pattern)) {
         free(s.pattern);
         free(s.content);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory parsing the normalizer");
@@ -56,15 +58,17 @@ static pq_status parse_into(const json_t *j, pq_norm *n, int depth) {
     if (strcmp(type, "Prepend") == 0) {
         const char *c = json_string_value(json_object_get(j, "prepend"));
         PQ_FAIL_IF(!c, PQ_ERR_FORMAT, "normalizer Prepend: \"prepend\" is not a string");
-        return push_step(n, 0, NULL, c);
+        return push_step(n, PREPEND, NULL, c);
     }
     if (strcmp(type, "Replace") == 0) {
         const char *p = json_string_value(json_object_get(json_object_get(j, "pattern"), "String"));
         const char *c = json_string_value(json_object_get(j, "content"));
         PQ_FAIL_IF(!p || !*p, PQ_ERR_FORMAT, "normalizer Replace: only a non-empty \"String\" pattern is supported");
         PQ_FAIL_IF(!c, PQ_ERR_FORMAT, "normalizer Replace: \"content\" is not a string");
-        return push_step(n, 1, p, c);
+        return push_step(n, REPLACE, p, c);
     }
+    if (strcmp(type, "NFC") == 0) return push_step(n, NFC, NULL, NULL);
+    if (strcmp(type, "NFD") == 0) return push_step(n, NFD, NULL, NULL);
     return PQ_FAIL(PQ_ERR_FORMAT, "normalizer type '%.40s' is not supported", type);
 }
 
@@ -90,14 +94,22 @@ pq_status pq_norm_apply(const pq_norm *n, const char *s, size_t len, pq_tbuf *ou
     PQ_TRY_GOTO(st, pq_tbuf_append(out, s, len));
     for (size_t k = 0; k < n->n; k++) {
         const step *p = &n->st[k];
-        if (!p->replace) {
+        tmp.len = 0;
+        switch (p->kind) {
+        case PREPEND:
             if (out->len == 0) continue; // Prepend leaves an empty text alone
-            tmp.len = 0;
             PQ_TRY_GOTO(st, pq_tbuf_append(&tmp, p->content, strlen(p->content)));
             PQ_TRY_GOTO(st, pq_tbuf_append(&tmp, out->p, out->len));
-        } else {
-            tmp.len = 0;
+            break;
+        case REPLACE:
             PQ_TRY_GOTO(st, pq_tbuf_append_replace(&tmp, out->p, out->len, p->pattern, p->content));
+            break;
+        case NFC:
+            PQ_TRY_GOTO(st, pq_uni_nfc(out->p, out->len, &tmp));
+            break;
+        case NFD:
+            PQ_TRY_GOTO(st, pq_uni_nfd(out->p, out->len, &tmp));
+            break;
         }
         pq_tbuf t = *out; // swap
         *out = tmp;

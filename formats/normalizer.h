@@ -1,8 +1,15 @@
 // formats/normalizer.h — the normalizers of tokenizer.json that BPE
-// checkpoints use: Prepend, Replace (string patterns) and Sequence of them
-// (the Llama 2 / SentencePiece family). Unicode normalization forms (NFC,
-// NFKC, ...), Lowercase, regex patterns and the rest are refused by name.
+// checkpoints use: Prepend, Replace (string patterns) (the Llama 2 /
+// SentencePiece family), NFC (Qwen2), NFD, and Sequence of them. NFKC, NFKD,
+// Lowercase, regex patterns and the rest are refused by name.
 // Internal to formats/ (the tokenizer).
+//
+// NFC and NFD use Unicode 14.0 (formats/unicode_nfc.c). The tokenizers
+// library's crate (unicode-normalization-alignments) has Unicode 9.0 tables:
+// both give the same result on every text made of code points assigned by
+// 9.0, and on every single code point; they differ only on text holding the
+// ~100 combining marks assigned since (which the library treats as
+// starters) or the one composite since (U+11938).
 #ifndef PQ_NORMALIZER_H
 #define PQ_NORMALIZER_H
 

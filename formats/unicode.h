@@ -1,7 +1,8 @@
-// formats/unicode.h — UTF-8 decoding and the Unicode classes the tokenizer
-// needs (\p{L}, \p{N}, \s, \w), plus a growable byte buffer for building text.
-// Internal to formats/ (the tokenizer); the tables come from
-// tools/gen_unicode_tables.py.
+// formats/unicode.h — UTF-8 decoding, the Unicode classes the tokenizer
+// needs (\p{L}, \p{N}, \s, \w), canonical normalization (NFC, NFD), plus a
+// growable byte buffer for building text. Internal to formats/ (the
+// tokenizer); the tables come from tools/gen_unicode_tables.py and
+// tools/gen_nfc_tables.py (the same Unicode version, 14.0.0).
 #ifndef PQ_UNICODE_H
 #define PQ_UNICODE_H
 
@@ -50,5 +51,16 @@ pq_status pq_tbuf_append_replace(pq_tbuf *b, const char *s, size_t n, const char
 // Ensures room for n more bytes.
 pq_status pq_tbuf_reserve(pq_tbuf *b, size_t n);
 void pq_tbuf_free(pq_tbuf *b);
+
+// Appends the Normalization Form C (canonical decomposition, canonical
+// ordering, canonical composition; Hangul included) of the UTF-8 text
+// s[0..n) to out, equal to Python's unicodedata.normalize('NFC', s) for the
+// tables' Unicode version. Text that is already NFC (ASCII, most precomposed
+// text) costs one scan and one copy; the rest is linear in its length.
+// Invalid UTF-8 fails with PQ_ERR_FORMAT naming the byte offset, and out is
+// left as it was on any error.
+pq_status pq_uni_nfc(const char *s, size_t n, pq_tbuf *out);
+// The same for Normalization Form D (canonical decomposition and ordering).
+pq_status pq_uni_nfd(const char *s, size_t n, pq_tbuf *out);
 
 #endif

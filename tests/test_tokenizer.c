@@ -258,6 +258,48 @@ static void test_small_models(void) {
     pq_tok_free(tok);
 }
 
+// ---- Unicode normalizers ---------------------------------------------------------
+// One piece per character, so the ids spell out the normalized text. The
+// expected ids were produced by the tokenizers library (0.23) from the same
+// JSON: NFC composes (e+U+0301 -> U+00E9, A+U+030A and U+212B -> U+00C5,
+// jamo -> U+AC00, U+2126 -> U+03A9), NFD decomposes, both apply inside a
+// Sequence, and a normalized added token matches either spelling.
+
+static void test_unicode_normalizers(void) {
+    static const char text[] = "e\xCC\x81 A\xCC\x8A \xE2\x84\xAB \xE1\x84\x80\xE1\x85\xA1 e\xCC\x81\xCC\x81 \xE2\x84\xA6 "
+                               "<e\xCC\x81> <\xC3\xA9>";
+    static const struct {
+        const char *name, *normalizer;
+        int added;
+        int32_t want[27];
+        size_t n;
+    } cases[] = {
+        {"NFC", "{\"type\":\"NFC\"}", 0, {3, 6, 5, 6, 5, 6, 7, 6, 3, 4, 6, 13, 6, 0, 3, 0, 6, 0, 3, 0}, 20},
+        {"NFD", "{\"type\":\"NFD\"}", 0,
+         {2, 4, 6, 10, 11, 6, 10, 11, 6, 8, 9, 6, 2, 4, 4, 6, 13, 6, 0, 2, 4, 0, 6, 0, 2, 4, 0}, 27},
+        {"Sequence[NFC, Prepend]", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},"
+         "{\"type\":\"Prepend\",\"prepend\":\"\xE2\x96\x81\"}]}", 0,
+         {15, 3, 6, 5, 6, 5, 6, 7, 6, 3, 4, 6, 13, 6, 0, 3, 0, 6, 0, 3, 0}, 21},
+        {"NFC with a normalized added token", "{\"type\":\"NFC\"}", 1,
+         {3, 6, 5, 6, 5, 6, 7, 6, 3, 4, 6, 13, 6, 14, 6, 14}, 16},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"added_tokens\":[%s],\"normalizer\":%s,\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\","
+                 "\"vocab\":{\"<unk>\":0,\"a\":1,\"e\":2,\"\xC3\xA9\":3,\"\xCC\x81\":4,\"\xC3\x85\":5,\" \":6,"
+                 "\"\xEA\xB0\x80\":7,\"\xE1\x84\x80\":8,\"\xE1\x85\xA1\":9,\"A\":10,\"\xCC\x8A\":11,\"\xE2\x84\xA6\":12,"
+                 "\"\xCE\xA9\":13,\"<e\xCC\x81>\":14,\"\xE2\x96\x81\":15},\"merges\":[]}}",
+                 cases[c].added ? "{\"id\":14,\"content\":\"<e\xCC\x81>\",\"special\":false,\"normalized\":true}" : "",
+                 cases[c].normalizer);
+        pq_tokenizer *tok = NULL;
+        pq_status st = pq_tok_load_json(json, strlen(json), NULL, 0, "unicode", &tok);
+        PQ_CHECK(st == PQ_OK && encode_is(tok, text, cases[c].want, cases[c].n), "normalizer %s: ids equal the library's (%s)",
+                 cases[c].name, st == PQ_OK ? "" : pq_last_error());
+        pq_tok_free(tok);
+    }
+}
+
 // tokenizer_config.json's add_bos_token / add_eos_token override the template
 static void test_config_override(void) {
     size_t len = 0;
@@ -353,8 +395,8 @@ static void test_bad_input(const pq_tokenizer *fixture) {
                   PQ_ERR_FORMAT, "merges[0]");
     check_refused("negative id", MODEL("\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]"), PQ_ERR_FORMAT, "out of range");
     check_refused("BPE dropout", MODEL("\"type\":\"BPE\",\"dropout\":0.1," VOCAB ",\"merges\":[]"), PQ_ERR_FORMAT, "dropout");
-    check_refused("NFC normalizer", "{\"normalizer\":{\"type\":\"NFC\"}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
-                  PQ_ERR_FORMAT, "'NFC'");
+    check_refused("NFKC normalizer", "{\"normalizer\":{\"type\":\"NFKC\"}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
+                  PQ_ERR_FORMAT, "'NFKC'");
     check_refused("unknown split regex",
                   "{\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\w+\"},\"behavior\":\"Isolated\","
                   "\"invert\":false}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}",
@@ -458,6 +500,7 @@ int main(int argc, char **argv) {
     }
     pq_tok_free(tok);
     test_small_models();
+    test_unicode_normalizers();
     test_config_override();
     test_splits();
     return pq_test_done();

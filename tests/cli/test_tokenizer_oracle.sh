@@ -1,10 +1,11 @@
 #!/bin/sh
 # pq's tokenizer against the Hugging Face tokenizers library: trains
-# byte-level BPE tokenizers (GPT-2, Llama 3 and Qwen2 split regexes, ...) and
-# Metaspace variants of the stories260K fixture with the library
-# (tests/tokenizer_oracle.py), encodes wiki.test.raw, tinystories and c4 and
-# short corner cases with it, and compares every id and every decoded text
-# with pq's (build/tests/test_tokenizer --oracle).
+# byte-level BPE tokenizers (GPT-2, Llama 3 and Qwen2 split regexes, Qwen2
+# with its NFC normalizer, ...) and Metaspace variants of the stories260K
+# fixture with the library (tests/tokenizer_oracle.py), encodes
+# wiki.test.raw, tinystories and c4, short corner cases and text to
+# normalize with it, and compares every id and every decoded text with pq's
+# (build/tests/test_tokenizer --oracle).
 # The library lives in a venv under build/venv, installed from PyPI on the
 # first run; without PyPI the test prints "skip".
 set -u
