@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The compressed-tensors release whose layout and config fields pq follows.
-#define PQ_CT_VERSION "0.12.2"
+// "version": the compressed-tensors release pq's output was last verified to
+// load in, bit for bit (tests/compat/run.sh).
+#define PQ_CT_VERSION "0.20.1"
 
 static const char *const FORMATS[] = {"pack-quantized", "int-quantized", "float-quantized", "naive-quantized"};
 
