@@ -241,7 +241,9 @@ static pq_status measure(run *r, pq_quantize_result *res) {
     for (int i = 0; i < pq_st_count(st); i++) {
         const pq_tensor *t = pq_st_at(st, i);
         module_of(t->name, module, sizeof module);
-        if (quantized_linear(r, module)) res->quant_bytes += (long long)t->nbytes;
+        // weight, weight_packed, weight_scale, ... (not a q/k/v bias)
+        if (quantized_linear(r, module) && strncmp(t->name + strlen(module), ".weight", 7) == 0)
+            res->quant_bytes += (long long)t->nbytes;
     }
     pq_st_close(st);
     res->n_weights = 0;

@@ -34,7 +34,7 @@ int main_quantize(int argc, char **argv) {
          "channel|tensor", 0, NULL},
         {"--quantize-head", FLAG_BOOL, &p.quantize_head, "quantize lm_head too (untied models; default: FP16)",
          NULL, 1, NULL},
-        {"--zstd", FLAG_BOOL, &zstd, "also write model.safetensors.zst (zstd level 19)", NULL, 1, NULL},
+        {"--zstd", FLAG_BOOL, &zstd, "also write model.safetensors.zst (zstd level 9)", NULL, 1, NULL},
         {"--force", FLAG_BOOL, &p.force, "replace an existing OUT once the new one is complete", NULL, 1, NULL},
         {"--threads", FLAG_INT, &p.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
         {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
@@ -51,7 +51,7 @@ int main_quantize(int argc, char **argv) {
     }
     p.model = pos[0];
     p.fp8_tensor = fp8_scale == 1;
-    p.zstd_level = zstd ? 19 : 0;
+    p.zstd_level = zstd ? 9 : 0; // level 19 gains ~3% on packed weights at ~20x the time
     char line[1024];
     pq_status s = pq_quantize_parse_group(group, &p.group);
     if (s == PQ_OK) s = pq_quantize_describe(&p, line, sizeof line);
