@@ -18,8 +18,29 @@ static pq_status tensor_name(char *out, const char *module, const char *suffix) 
     return PQ_OK;
 }
 
+// The file packs codes as compressed-tensors does (helpers.py pack_to_int32):
+// a dense bit stream, value i at bits [i*bits, (i+1)*bits) of the row's
+// words, which may straddle two words; ceil(n * bits / 32) words for n
+// values. The kernels' layout (kernels/qpack.h) keeps 32/bits values per
+// word instead. For 2, 4 and 8 bits the two are the same bytes (the mapping
+// is used in place); for 3, 5, 6, 7 bits rows are repacked on the way in
+// and out.
+static int dense_words(int n, int bits) { return (int)(((long long)n * bits + 31) / 32); }
+static int same_layout(int bits) { return 32 % bits == 0; }
+
+static uint32_t stream_get(const uint32_t *words, long long bit, int bits) {
+    uint64_t w = words[bit / 32];
+    if (bit % 32 + bits > 32) w |= (uint64_t)words[bit / 32 + 1] << 32;
+    return (uint32_t)(w >> (bit % 32)) & ((1u << bits) - 1);
+}
+
+static void stream_put(uint32_t *words, long long bit, int bits, uint32_t v) {
+    words[bit / 32] |= v << (bit % 32);
+    if (bit % 32 + bits > 32) words[bit / 32 + 1] |= v >> (32 - bit % 32);
+}
+
 // Rows of packed zero points: ceil(rows * bits / 32).
-static int zp_rows(int rows, int bits) { return (rows + 32 / bits - 1) / (32 / bits); }
+static int zp_rows(int rows, int bits) { return dense_words(rows, bits); }
 
 // ---- writing -----------------------------------------------------------
 
@@ -29,7 +50,7 @@ pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme
     int64_t r = rows, c = cols;
     if (pq_scheme_wformat(s) == PQ_W_QPACK) {
         int64_t ng = s->group > 0 && s->group < cols ? (c + s->group - 1) / s->group : 1;
-        int64_t packed[2] = {r, pq_qpack_words_per_row(cols, s->bits)}, scale[2] = {r, ng}, two = 2;
+        int64_t packed[2] = {r, dense_words(cols, s->bits)}, scale[2] = {r, ng}, two = 2;
         int64_t zp[2] = {zp_rows(rows, s->bits), ng};
         PQ_TRY(tensor_name(name, module, "weight_packed"));
         PQ_TRY(pq_st_writer_declare(w, name, PQ_DT_I32, 2, packed));
@@ -63,16 +84,34 @@ static void *stored_scales(const pq_qtensor *q) {
     return h;
 }
 
-// zeros[rows][ng] packed along dim 0: word (r / per, g) holds rows r in its
-// (r % per)-th bits-wide field.
+// zeros[rows][ng] packed along dim 0: column g of the [zp_rows][ng] words is
+// the bit stream of rows 0..rows-1.
 static uint32_t *packed_zeros(const pq_qtensor *q) {
-    int ng = pq_qtensor_ngroups(q), per = 32 / q->bits;
-    uint32_t *zp = pq_calloc((size_t)zp_rows(q->rows, q->bits) * ng * sizeof(uint32_t));
-    if (!zp) return NULL;
-    for (int r = 0; r < q->rows; r++)
-        for (int g = 0; g < ng; g++)
-            zp[(size_t)(r / per) * ng + g] |= (uint32_t)q->zeros[(size_t)r * ng + g] << ((r % per) * q->bits);
+    int ng = pq_qtensor_ngroups(q), zr = zp_rows(q->rows, q->bits);
+    uint32_t *zp = pq_calloc((size_t)zr * ng * sizeof(uint32_t)), *col = pq_calloc((size_t)zr * sizeof(uint32_t));
+    if (!zp || !col) { pq_free(zp); pq_free(col); return NULL; }
+    for (int g = 0; g < ng; g++) {
+        memset(col, 0, (size_t)zr * sizeof(uint32_t));
+        for (int r = 0; r < q->rows; r++) stream_put(col, (long long)r * q->bits, q->bits, q->zeros[(size_t)r * ng + g]);
+        for (int i = 0; i < zr; i++) zp[(size_t)i * ng + g] = col[i];
+    }
+    pq_free(col);
     return zp;
+}
+
+// The codes in the file's layout: the kernel layout itself when they agree,
+// else a repacked copy (*copy, to free).
+static const uint32_t *file_codes(const pq_qtensor *q, uint32_t **copy) {
+    *copy = NULL;
+    if (same_layout(q->bits)) return q->packed;
+    int wpr = dense_words(q->cols, q->bits);
+    *copy = pq_calloc((size_t)q->rows * wpr * sizeof(uint32_t));
+    if (!*copy) return NULL;
+    pq_qpack view = {q->rows, q->cols, q->bits, q->cols, q->packed, NULL, NULL, NULL};
+    for (int r = 0; r < q->rows; r++)
+        for (int c = 0; c < q->cols; c++)
+            stream_put(*copy + (size_t)r * wpr, (long long)c * q->bits, q->bits, (uint32_t)pq_qpack_code(&view, r, c));
+    return *copy;
 }
 
 pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q) {
@@ -80,15 +119,16 @@ pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q
     size_t n = (size_t)q->rows * q->cols;
     pq_status s = PQ_OK;
     void *scales = stored_scales(q);
-    uint32_t *zp = q->zeros ? packed_zeros(q) : NULL;
-    PQ_CHECK_GOTO(!scales || (q->zeros && !zp), s, PQ_ERR_NOMEM, "%s: out of memory", module);
+    uint32_t *zp = q->zeros ? packed_zeros(q) : NULL, *codes_copy = NULL;
+    const uint32_t *codes = q->fmt == PQ_W_QPACK ? file_codes(q, &codes_copy) : NULL;
+    PQ_CHECK_GOTO(!scales || (q->zeros && !zp) || (q->fmt == PQ_W_QPACK && !codes), s, PQ_ERR_NOMEM,
+                  "%s: out of memory", module);
     PQ_TRY_GOTO(s, tensor_name(name, module, "weight_scale"));
     PQ_TRY_GOTO(s, pq_st_writer_put(w, name, scales, (size_t)q->nscales * pq_dtype_size(q->scale_dtype)));
     if (q->fmt == PQ_W_QPACK) {
         int64_t shape[2] = {q->rows, q->cols};
         PQ_TRY_GOTO(s, tensor_name(name, module, "weight_packed"));
-        PQ_TRY_GOTO(s, pq_st_writer_put(w, name, q->packed,
-                                        (size_t)q->rows * pq_qpack_words_per_row(q->cols, q->bits) * 4));
+        PQ_TRY_GOTO(s, pq_st_writer_put(w, name, codes, (size_t)q->rows * dense_words(q->cols, q->bits) * 4));
         PQ_TRY_GOTO(s, tensor_name(name, module, "weight_shape"));
         PQ_TRY_GOTO(s, pq_st_writer_put(w, name, shape, sizeof shape));
         if (zp) {
@@ -103,6 +143,7 @@ pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q
 done:
     pq_free(scales);
     pq_free(zp);
+    pq_free(codes_copy);
     return s;
 }
 
@@ -150,6 +191,22 @@ static const void *aligned(const pq_tensor *t, size_t align, void **copy) {
     return *copy;
 }
 
+// The file's bit-stream codes (tensor t) repacked into the kernel layout
+// (*copy owns them).
+static const uint32_t *kernel_codes(const pq_tensor *t, int rows, int cols, int bits, void **copy) {
+    int wpr = dense_words(cols, bits), per = 32 / bits, kwpr = pq_qpack_words_per_row(cols, bits);
+    uint32_t *k = pq_calloc((size_t)rows * kwpr * sizeof(uint32_t)), *row = pq_alloc((size_t)wpr * sizeof(uint32_t));
+    *copy = k;
+    if (!k || !row) { pq_free(row); return NULL; }
+    for (int r = 0; r < rows; r++) {
+        memcpy(row, (const char *)t->data + (size_t)r * wpr * 4, (size_t)wpr * 4);
+        for (int c = 0; c < cols; c++)
+            k[(size_t)r * kwpr + c / per] |= stream_get(row, (long long)c * bits, bits) << ((c % per) * bits);
+    }
+    pq_free(row);
+    return k;
+}
+
 // weight_shape: I64 (what compressed-tensors writes) or I32 [2] = [rows, cols].
 static pq_status check_shape_tensor(const pq_st *st, const char *module, int rows, int cols) {
     char name[NAME_CAP];
@@ -176,10 +233,10 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
     int rows = L->rows, cols = L->cols, bits = s->bits;
     int group = s->group > 0 && s->group < cols ? s->group : cols, ng = pq_qpack_ngroups(cols, group);
     const pq_tensor *t;
-    int64_t packed[2] = {rows, pq_qpack_words_per_row(cols, bits)}, zshape[2] = {zp_rows(rows, bits), ng};
+    int64_t packed[2] = {rows, dense_words(cols, bits)}, zshape[2] = {zp_rows(rows, bits), ng};
     PQ_TRY(tensor_name(name, module, "weight_packed"));
     PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, packed, &t));
-    const uint32_t *codes = aligned(t, 4, &own->p[0]);
+    const uint32_t *codes = same_layout(bits) ? aligned(t, 4, &own->p[0]) : kernel_codes(t, rows, cols, bits, &own->p[0]);
     PQ_FAIL_IF(!codes, PQ_ERR_NOMEM, "%s: out of memory", name);
     PQ_TRY(check_shape_tensor(st, module, rows, cols));
     float *scales;
@@ -191,13 +248,13 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
         PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, zshape, &t));
         zeros = own->p[2] = pq_alloc((size_t)rows * ng);
         PQ_FAIL_IF(!zeros, PQ_ERR_NOMEM, "%s: out of memory", name);
-        int per = 32 / bits;
-        for (int r = 0; r < rows; r++)
-            for (int g = 0; g < ng; g++) {
-                uint32_t word;
-                memcpy(&word, (const char *)t->data + ((size_t)(r / per) * ng + g) * 4, 4);
-                zeros[(size_t)r * ng + g] = (uint8_t)((word >> ((r % per) * bits)) & ((1u << bits) - 1));
-            }
+        uint32_t *col = pq_alloc((size_t)zshape[0] * sizeof(uint32_t));
+        PQ_FAIL_IF(!col, PQ_ERR_NOMEM, "%s: out of memory", name);
+        for (int g = 0; g < ng; g++) {
+            for (int i = 0; i < zshape[0]; i++) memcpy(&col[i], (const char *)t->data + ((size_t)i * ng + g) * 4, 4);
+            for (int r = 0; r < rows; r++) zeros[(size_t)r * ng + g] = (uint8_t)stream_get(col, (long long)r * bits, bits);
+        }
+        pq_free(col);
     }
     const int32_t *g_idx = NULL;
     PQ_TRY(tensor_name(name, module, "weight_g_idx"));

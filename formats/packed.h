@@ -22,7 +22,8 @@
 // compressors write them (compressors/pack_quantized, naive_quantized):
 //   pack-quantized (INT4 / INT8 weight only)
 //     M.weight_packed      I32 [out, ceil(in * bits / 32)]: codes + 2^(bits-1),
-//                          32/bits per word along the row, first in the low bits
+//                          a dense bit stream along the row, first in the low bits
+//                          (a value may straddle two words when 32 % bits != 0)
 //     M.weight_scale       scale dtype [out, ceil(in / group)] ([out, 1] per channel)
 //     M.weight_zero_point  I32 [ceil(out * bits / 32), ngroups], asymmetric only:
 //                          signed zero points + 2^(bits-1), packed along dim 0

@@ -77,10 +77,10 @@ long long pq_scheme_matrix_bytes(const pq_scheme *s, int rows, int cols, int sca
     long long r = rows, c = cols;
     if (pq_scheme_wformat(s) != PQ_W_QPACK) // one byte per code, no packing
         return r * c + (s->group == PQ_GROUP_TENSOR ? 1 : r) * scale_bytes;
-    long long per_word = 32 / s->bits, words = (c + per_word - 1) / per_word;
+    long long words = (c * s->bits + 31) / 32; // a dense bit stream per row (formats/packed.c)
     long long ngroups = s->group > 0 && s->group < cols ? (c + s->group - 1) / s->group : 1;
     long long bytes = r * words * 4 + r * ngroups * scale_bytes + 2 * 8; // + weight_shape I64[2]
-    if (!s->sym) bytes += (r + per_word - 1) / per_word * ngroups * 4;  // zero points packed along rows
+    if (!s->sym) bytes += (r * s->bits + 31) / 32 * ngroups * 4;          // zero points packed along rows
     return bytes;
 }
 
