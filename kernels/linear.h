@@ -26,6 +26,17 @@ typedef enum {
     PQ_W_FP8,     // FP8 E4M3, per-tensor or per-channel scale (f8)
 } pq_wformat;
 
+// Activation quantization of a W8A8 linear: the input is quantized before
+// the product (per token with its own scale = amax/qmax, or with one static
+// calibrated scale), the product runs on the quantized values, and the
+// result is scaled back. Weight-only schemes have PQ_ACTQ_NONE.
+typedef enum { PQ_ACTQ_NONE, PQ_ACTQ_INT8, PQ_ACTQ_FP8 } pq_actq_type;
+
+typedef struct {
+    pq_actq_type type;
+    float static_scale;        // > 0: static per-tensor scale; 0: dynamic per token
+} pq_actq;
+
 typedef struct {
     pq_wformat fmt;
     int rows, cols;            // out_features, in_features
@@ -34,6 +45,7 @@ typedef struct {
     pq_qpack q;                // PQ_W_QPACK
     pq_int8_weight i8;         // PQ_W_INT8
     pq_fp8_weight f8;          // PQ_W_FP8
+    pq_actq act;               // W8A8: with PQ_W_INT8 (INT8 x INT8) or PQ_W_FP8 (FP8 x FP8)
     const float *bias;         // [rows] or NULL; borrowed
 } pq_linear;
 
