@@ -101,11 +101,12 @@ static void gemv_chunk(void *ctx, int p, int tid) {
     add_bias(W, j->T, j->y, r0, n);
 }
 
-// Panel height: PANEL_ROWS, smaller (multiple of 16) when there would be
-// fewer than ~2 panels per thread.
-static int panel_rows(int rows, int nthreads) {
-    int p = (rows + 2 * nthreads - 1) / (2 * nthreads);
-    p = (p + 15) / 16 * 16;
+// Panel height: a function of the shape only (never of the thread count),
+// so every output element is computed by the same sgemm call whatever the
+// pool size and results are bit-identical across --threads: PANEL_ROWS for
+// large matrices, down to 16 rows (about 16 panels) for small ones.
+static int panel_rows(int rows) {
+    int p = (rows / 16 + 15) / 16 * 16;
     return p < 16 ? 16 : p > PANEL_ROWS ? PANEL_ROWS : p;
 }
 
@@ -118,7 +119,7 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
         j.chunk = per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemv_chunk, &j);
     } else {
-        j.chunk = panel_rows(W->rows, pq_pool_size(pool));
+        j.chunk = panel_rows(W->rows);
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemm_panel, &j);
     }
 }
