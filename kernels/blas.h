@@ -26,6 +26,14 @@ void pq_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, cons
 // C[M,N] = alpha * A[M,K] . B[K,N] + beta * C
 void pq_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc);
+// C[M,N] = alpha * A[K,M]^T . B[K,N] + beta * C   (X^T X of activations x[T][cols])
+void pq_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc);
+// Double precision, same conventions (the GPTQ solver and quant/linalg.c).
+void pq_dgemm_nt(int M, int N, int K, double alpha, const double *A, int lda, const double *B, int ldb,
+                 double beta, double *C, int ldc);
+void pq_dgemm_nn(int M, int N, int K, double alpha, const double *A, int lda, const double *B, int ldb,
+                 double beta, double *C, int ldc);
 
 // The specification of pq_sgemm_nt: a plain triple loop with a double accumulator.
 void pq_sgemm_nt_ref(int M, int N, int K, float alpha, const float *A, int lda, const float *B,

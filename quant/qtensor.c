@@ -11,7 +11,7 @@ int pq_qtensor_ngroups(const pq_qtensor *q) {
 
 pq_status pq_qtensor_alloc(pq_qtensor *q, int asym) {
     size_t n = (size_t)q->rows * q->cols;
-    q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL;
+    q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL, q->g_idx = NULL;
     int ok = 1;
     switch (q->fmt) {
     case PQ_W_QPACK: {
@@ -47,14 +47,25 @@ void pq_qtensor_free(pq_qtensor *q) {
     pq_free(q->i8);
     pq_free(q->f8);
     pq_free(q->scales);
-    q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL;
+    pq_free(q->g_idx);
+    q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL, q->g_idx = NULL;
+}
+
+void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code) {
+    if (q->fmt == PQ_W_INT8) {
+        q->i8[(size_t)r * q->cols + c] = (int8_t)code;
+        return;
+    }
+    int per = pq_qpack_per_word(q->bits);
+    uint32_t *row = q->packed + (size_t)r * pq_qpack_words_per_row(q->cols, q->bits);
+    row[c / per] |= (uint32_t)(code + (1 << (q->bits - 1))) << ((c % per) * q->bits);
 }
 
 pq_linear pq_qtensor_linear(const pq_qtensor *q) {
     pq_linear L = {.fmt = q->fmt, .rows = q->rows, .cols = q->cols};
     switch (q->fmt) {
     case PQ_W_QPACK:
-        L.q = (pq_qpack){q->rows, q->cols, q->bits, q->group, q->packed, q->scales, q->zeros, NULL};
+        L.q = (pq_qpack){q->rows, q->cols, q->bits, q->group, q->packed, q->scales, q->zeros, q->g_idx};
         break;
     case PQ_W_INT8: L.i8 = (pq_int8_weight){q->rows, q->cols, q->i8, q->scales}; break;
     case PQ_W_FP8: L.f8 = (pq_fp8_weight){q->rows, q->cols, q->f8, q->scales, !q->per_tensor}; break;

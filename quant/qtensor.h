@@ -31,6 +31,8 @@ typedef struct {
     uint8_t *f8;           // PQ_W_FP8
     float *scales;
     int nscales;           // entries of scales
+    int32_t *g_idx;        // PQ_W_QPACK: [cols] group of each column (GPTQ act-order) or NULL; owned
+                           // (allocated by whoever sets it with pq_alloc, freed by pq_qtensor_free)
 } pq_qtensor;
 
 // Allocates the arrays for the given shape and format (fields above set by
@@ -39,6 +41,12 @@ typedef struct {
 // PQ_ERR_NOMEM nothing stays allocated.
 pq_status pq_qtensor_alloc(pq_qtensor *q, int asym);
 void pq_qtensor_free(pq_qtensor *q); // frees the arrays (NULL-safe), keeps the shape
+
+// Stores the signed code of element [r][c] of an integer format (PQ_W_QPACK
+// packed with its offset of 2^(bits-1), or PQ_W_INT8) into arrays that
+// start zeroed; each element is written once. Rows are independent words,
+// so threads may fill different rows concurrently.
+void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code);
 
 // A pq_linear that borrows q's arrays (valid while q is).
 pq_linear pq_qtensor_linear(const pq_qtensor *q);

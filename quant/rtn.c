@@ -35,28 +35,34 @@ static float stored_scale(double s, pq_dtype dt) {
 
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale_dtype, float *scale, float *zero) {
+    float qmin = (float)-(1 << (bits - 1)), qmax = (float)((1 << (bits - 1)) - 1), lo = 0, hi = 0;
+    for (int c = 0; c < n; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
+    double range = sym ? fmax(-(double)lo, hi) / (((1 << bits) - 1) / 2.0) : ((double)hi - lo) / ((1 << bits) - 1);
+    float sc = stored_scale(range, scale_dtype);
+    if (sc == 0) return 0;
+    *scale = sc;
+    *zero = sym ? 0 : clampf(rintf(qmin - lo / sc), qmin, qmax);
+    return 1;
+}
+
+float pq_rtn_code(float w, float scale, float zero, int bits) {
+    return clampf(rintf(w / scale) + zero, (float)-(1 << (bits - 1)), (float)((1 << (bits - 1)) - 1));
+}
+
 // One group [c0, c1) of row r of an integer format: writes codes (QPACK
 // packed or INT8), the scale and zero; accumulates the error. 0 on overflow.
 static int quant_int_group(job *j, int r, int c0, int c1, int g, double *e2) {
-    const pq_scheme *s = j->s;
     pq_qtensor *q = j->q;
     const float *w = j->w + (size_t)r * q->cols;
-    int bits = s->bits, qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
-    float lo = 0, hi = 0;
-    for (int c = c0; c < c1; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
-    double range = s->sym ? fmax(-(double)lo, hi) / (((1 << bits) - 1) / 2.0) : ((double)hi - lo) / ((1 << bits) - 1);
-    float sc = stored_scale(range, j->sdt);
-    if (sc == 0) return 0;
-    float z = s->sym ? 0 : clampf(rintf((float)qmin - lo / sc), (float)qmin, (float)qmax);
+    float sc, z;
+    if (!pq_rtn_group_params(w + c0, c1 - c0, j->s->bits, j->s->sym, j->sdt, &sc, &z)) return 0;
     int ng = pq_qtensor_ngroups(q);
     q->scales[(size_t)r * ng + g] = sc;
-    if (q->zeros) q->zeros[(size_t)r * ng + g] = (uint8_t)((int)z - qmin);
-    int per = 32 / bits;
-    uint32_t *row = q->packed ? q->packed + (size_t)r * pq_qpack_words_per_row(q->cols, bits) : NULL;
+    if (q->zeros) q->zeros[(size_t)r * ng + g] = (uint8_t)((int)z + (1 << (j->s->bits - 1)));
     for (int c = c0; c < c1; c++) {
-        float code = clampf(rintf(w[c] / sc) + z, (float)qmin, (float)qmax);
-        if (row) row[c / per] |= (uint32_t)((int)code - qmin) << ((c % per) * bits);
-        else q->i8[(size_t)r * q->cols + c] = (int8_t)code;
+        float code = pq_rtn_code(w[c], sc, z, j->s->bits);
+        pq_qtensor_set_code(q, r, c, (int)code);
         double d = (double)w[c] - (double)(sc * (code - z)); // the spec: one fp32 multiply of s by (q - z)
         *e2 += d * d;
     }

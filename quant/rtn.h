@@ -35,4 +35,16 @@
 pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype scale_dtype,
                           const char *name, pq_pool *pool, pq_qtensor *out, double *rel_err);
 
+// The scale and signed zero point RTN chooses for one group of n integer
+// weights w[0..n) at `bits` bits (formulas above; zero is 0 when sym): what
+// pq_rtn_quantize stores, and what GPTQ (quant/gptq.h) computes at each
+// group start so that it degenerates to RTN when H = I. Returns 0 and sets
+// nothing when the scale is not finite in scale_dtype.
+int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale_dtype, float *scale, float *zero);
+
+// The signed code of w for a scale and zero point from pq_rtn_group_params:
+// clamp(rne(w / scale) + zero, -2^(bits-1), 2^(bits-1) - 1), as a float.
+// It dequantizes to scale * (code - zero) (one fp32 multiply).
+float pq_rtn_code(float w, float scale, float zero, int bits);
+
 #endif
