@@ -1,0 +1,101 @@
+// quant/gptq.h — GPTQ (Frantar et al., 2022, "GPTQ: Accurate Post-Training
+// Quantization for Generative Pre-trained Transformers"; reference
+// implementation IST-DASLab/gptq gptq.py) for one weight matrix.
+//
+// Given W [rows][cols] and the Hessian of its layer-wise loss
+// ||W X - Q X||^2, H = 2 X^T X / n (any positive multiple gives the same
+// result), columns are quantized one at a time and the error of each is
+// spread over the columns not yet quantized through the upper Cholesky
+// factor U of H^-1 (U^T U = H^-1):
+//   err = (w[:, i] - q[:, i]) / U[i][i];   w[:, j] -= err * U[i][j]  for j > i
+// Like the reference:
+//   - dead columns (H[i][i] = 0: an input channel that is always 0) get
+//     H[i][i] = 1 and W[:, i] = 0;
+//   - dampening: H += damp * mean(diag H) * I (damp = 0.01 by default); if
+//     the Cholesky factorization fails, damp is multiplied by 10 and the
+//     factorization retried, up to PQ_GPTQ_DAMP_MAX (the report says so);
+//   - act_order: columns in descending order of diag H (ties by index);
+//   - lazy batch updates: the update of the columns right of a batch of
+//     block_size columns is one dgemm per batch;
+//   - groups: the scale and zero point of a group are chosen when its first
+//     column comes up, by quant/rtn.h's pq_rtn_group_params over the group's
+//     weights as updated so far (so H = I gives RTN's codes exactly); with
+//     act_order the groups are runs of `group` consecutive columns in the
+//     permuted order and g_idx records each column's group (compressed-
+//     tensors actorder "group"); static_groups fixes every group's scale
+//     from the unmodified W first, in natural column order (actorder
+//     "weight": no g_idx needed).
+// Unlike the reference, a batch never splits a group (its length is rounded
+// to whole groups) and the group scales see the weights updated by every
+// earlier column; the reference reads not-yet-updated weights for groups
+// that start inside a batch, which makes its result depend on block_size.
+// Here the result is the unblocked algorithm's for any block_size (up to
+// rounding): tests/test_gptq.c checks codes against a plain double
+// implementation.
+//
+// Precision: H is factored and W updated in double. Rows are independent
+// and run as fixed chunks of PQ_GPTQ_ROWS over the pool, so results are
+// bit-identical for any thread count.
+#ifndef PQ_GPTQ_H
+#define PQ_GPTQ_H
+
+#include <stddef.h>
+
+#include "common/threads.h"
+#include "quant/qtensor.h"
+
+#define PQ_GPTQ_ROWS 64
+#define PQ_GPTQ_DAMP_MAX 100.0
+
+typedef struct {
+    int bits;          // 2..8
+    int group;         // columns per group; >= cols or <= 0: one group per row (per channel)
+    int sym;           // 1: symmetric, 0: asymmetric (zero points)
+    double damp;       // relative dampening, > 0 (0.01)
+    int block_size;    // lazy-batch columns, >= 1 (128)
+    int act_order;     // columns by descending diag H
+    int static_groups; // group scales from the unmodified W, in natural order
+} pq_gptq_params;
+
+pq_gptq_params pq_gptq_default_params(void);
+
+// The Hessian of one input, prepared once for every linear reading it.
+typedef struct {
+    int cols;
+    int *perm;          // [cols] the column order (identity without act_order)
+    unsigned char *dead;// [cols] H[i][i] == 0, natural order
+    double *u;          // [cols][cols] U (upper) with U^T U = (H + damp I)^-1, permuted
+    double damp;        // the relative dampening used (params damp x 10^retries)
+    int retries;        // Cholesky failures before it succeeded
+    int n_dead;
+} pq_gptq_hessian;
+
+// Workspace bytes of pq_gptq_prepare for cols columns (the arrays of
+// pq_gptq_hessian live in it).
+size_t pq_gptq_hessian_bytes(int cols);
+
+// Prepares h [cols][cols] (f32, symmetric: X^T X up to a positive factor).
+// ws: pq_gptq_hessian_bytes(cols); *out points into it. A non-finite
+// element of h is PQ_ERR_NUMERIC; so is a factorization that fails even
+// with damp = PQ_GPTQ_DAMP_MAX. `name` prefixes messages.
+pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
+                          pq_pool *pool, pq_gptq_hessian *out);
+
+// Workspace bytes of pq_gptq_solve (independent of the thread count).
+size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p);
+
+// Quantizes w [rows][cols] (f32, finite) with the prepared Hessian into q,
+// which the caller allocated with pq_qtensor_alloc (PQ_W_QPACK or PQ_W_INT8,
+// q->bits = p->bits, q->group as p->group, zeros iff asymmetric; zeroed) and,
+// for act_order with groups and without static_groups, q->g_idx [cols]
+// (pq_alloc). Writes codes, scales (in q->scale_dtype), zero points and
+// g_idx. *loss (optional) receives sum(err^2) = tr(dW Hd dW^T) for the
+// damped Hessian Hd as given. A scale that overflows q->scale_dtype is
+// PQ_ERR_NUMERIC naming `name` and the row. ws: pq_gptq_solve_bytes.
+pq_status pq_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
+                        const char *name, void *ws, pq_pool *pool, pq_qtensor *q, double *loss);
+
+// Whether pq_gptq_solve writes a g_idx for these parameters and cols.
+int pq_gptq_has_g_idx(const pq_gptq_params *p, int cols);
+
+#endif

@@ -1,0 +1,162 @@
+// quant/linalg.c — blocked Cholesky and triangular inverse (see linalg.h).
+#include "quant/linalg.h"
+
+#include <math.h>
+
+#include "kernels/blas.h"
+
+#define NB PQ_LINALG_NB
+#define A(i, j) a[(size_t)(i) * lda + (j)]
+
+static int min_i(int a, int b) { return a < b ? a : b; }
+
+// Unblocked Cholesky of the n x n block at a (row stride lda), lower
+// triangle only: the Cholesky–Banachiewicz loop, dot products of rows.
+static int chol_block(double *a, int lda, int n) {
+    for (int j = 0; j < n; j++) {
+        double d = A(j, j);
+        for (int k = 0; k < j; k++) d -= A(j, k) * A(j, k);
+        if (!(d > 0) || !isfinite(d)) return j + 1;
+        d = sqrt(d);
+        A(j, j) = d;
+        for (int i = j + 1; i < n; i++) {
+            double s = A(i, j);
+            for (int k = 0; k < j; k++) s -= A(i, k) * A(j, k);
+            A(i, j) = s / d;
+        }
+    }
+    return 0;
+}
+
+// Unblocked inverse of the lower-triangular n x n block at a, in place,
+// column by column from the left (column j reads only columns >= j).
+static void trinv_block(double *a, int lda, int n) {
+    for (int j = 0; j < n; j++) {
+        A(j, j) = 1.0 / A(j, j);
+        for (int i = j + 1; i < n; i++) {
+            double s = 0;
+            for (int k = j; k < i; k++) s += A(i, k) * A(k, j);
+            A(i, j) = -s / A(i, i);
+        }
+    }
+}
+
+static void zero_upper(double *a, int lda, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) A(i, j) = 0;
+}
+
+int pq_chol_lower_ref(double *a, int n) {
+    int lda = n, r = chol_block(a, lda, n);
+    if (r == 0) zero_upper(a, lda, n);
+    return r;
+}
+
+void pq_trinv_lower_ref(double *a, int n) { trinv_block(a, n, n); }
+
+size_t pq_linalg_workspace_bytes(int n) { return (size_t)n * NB * sizeof(double); }
+
+// ---- blocked Cholesky (right looking) --------------------------------------
+
+typedef struct {
+    double *a;
+    int n, k0, kb, first; // the factored diagonal block [k0, k0+kb); first row of the trailing part
+    int nblk;             // trailing row blocks
+} chol_job;
+
+// Rows of block i of the panel below the diagonal block: x L_kk^T = a_i,
+// forward substitution row by row.
+static void chol_panel(void *ctx, int bi, int tid) {
+    chol_job *j = ctx;
+    double *a = j->a;
+    int lda = j->n, k0 = j->k0, kb = j->kb, i0 = j->first + bi * NB, i1 = min_i(i0 + NB, j->n);
+    for (int i = i0; i < i1; i++)
+        for (int c = 0; c < kb; c++) {
+            double s = A(i, k0 + c);
+            for (int m = 0; m < c; m++) s -= A(i, k0 + m) * A(k0 + c, k0 + m);
+            A(i, k0 + c) = s / A(k0 + c, k0 + c);
+        }
+}
+
+// Trailing tile t (row block bi >= column block bj, enumerated row by row):
+// A[I][J] -= P_I P_J^T.
+static void chol_update(void *ctx, int t, int tid) {
+    chol_job *j = ctx;
+    int bi = (int)((sqrt(8.0 * t + 1) - 1) / 2);
+    while (bi * (bi + 1) / 2 > t) bi--;
+    while ((bi + 1) * (bi + 2) / 2 <= t) bi++;
+    int bj = t - bi * (bi + 1) / 2;
+    int i0 = j->first + bi * NB, j0 = j->first + bj * NB, lda = j->n;
+    double *a = j->a;
+    pq_dgemm_nt(min_i(NB, j->n - i0), min_i(NB, j->n - j0), j->kb, -1.0, &A(i0, j->k0), lda, &A(j0, j->k0), lda,
+                1.0, &A(i0, j0), lda);
+}
+
+int pq_chol_lower(double *a, int n, pq_pool *pool) {
+    int lda = n;
+    for (int k0 = 0; k0 < n; k0 += NB) {
+        chol_job j = {a, n, k0, min_i(NB, n - k0), k0 + min_i(NB, n - k0), 0};
+        int r = chol_block(&A(k0, k0), lda, j.kb);
+        if (r) return k0 + r;
+        j.nblk = (n - j.first + NB - 1) / NB;
+        pq_pool_for(pool, j.nblk, chol_panel, &j);
+        pq_pool_for(pool, j.nblk * (j.nblk + 1) / 2, chol_update, &j);
+    }
+    zero_upper(a, lda, n);
+    return 0;
+}
+
+// ---- blocked triangular inverse (right to left) ----------------------------
+
+typedef struct {
+    double *a, *t; // t: [n - j1][jb] products X[j1:, j1:] . L[j1:, j0:j1]
+    int n, j0, jb, j1;
+} trinv_job;
+
+// Row block bi of the trailing part: T_I = X[I, j1:i1] . L[j1:i1, j0:j1]
+// (X is lower triangular there, zero above its diagonal).
+static void trinv_product(void *ctx, int bi, int tid) {
+    trinv_job *j = ctx;
+    double *a = j->a;
+    int lda = j->n, i0 = j->j1 + bi * NB, i1 = min_i(i0 + NB, j->n);
+    pq_dgemm_nn(i1 - i0, j->jb, i1 - j->j1, 1.0, &A(i0, j->j1), lda, &A(j->j1, j->j0), lda, 0.0,
+                j->t + (size_t)(i0 - j->j1) * j->jb, j->jb);
+}
+
+// New panel rows: X[I, j0:j1] = -T_I . X_jj.
+static void trinv_panel(void *ctx, int bi, int tid) {
+    trinv_job *j = ctx;
+    double *a = j->a;
+    int lda = j->n, i0 = j->j1 + bi * NB, i1 = min_i(i0 + NB, j->n);
+    pq_dgemm_nn(i1 - i0, j->jb, j->jb, -1.0, j->t + (size_t)(i0 - j->j1) * j->jb, j->jb, &A(j->j0, j->j0), lda,
+                0.0, &A(i0, j->j0), lda);
+}
+
+void pq_trinv_lower(double *a, int n, void *ws, pq_pool *pool) {
+    int lda = n;
+    for (int j0 = (n - 1) / NB * NB; j0 >= 0; j0 -= NB) {
+        trinv_job j = {a, ws, n, j0, min_i(NB, n - j0), min_i(j0 + NB, n)};
+        int nblk = (n - j.j1 + NB - 1) / NB;
+        pq_pool_for(pool, nblk, trinv_product, &j);
+        trinv_block(&A(j0, j0), lda, j.jb);
+        pq_pool_for(pool, nblk, trinv_panel, &j);
+    }
+}
+
+// (i, j) <-> (n-1-i, n-1-j): element k <-> n*n-1-k.
+static void reverse(double *a, int n) {
+    for (size_t k = 0, m = (size_t)n * n - 1; k < m; k++, m--) {
+        double t = a[k];
+        a[k] = a[m];
+        a[m] = t;
+    }
+}
+
+int pq_inv_chol_upper(double *h, int n, void *ws, pq_pool *pool) {
+    reverse(h, n);
+    int r = pq_chol_lower(h, n, pool);
+    if (r) return r;
+    pq_trinv_lower(h, n, ws, pool);
+    reverse(h, n);
+    return 0;
+}

@@ -1,0 +1,46 @@
+// quant/linalg.h — the dense linear algebra GPTQ needs: Cholesky
+// factorization and triangular inverse of n x n row-major double matrices,
+// in place.
+//
+// The blocked versions factor PQ_LINALG_NB columns at a time with plain
+// loops and do the O(n^3) updates as dgemm calls (kernels/blas.h) over a
+// fixed grid of PQ_LINALG_NB-wide tiles spread over the pool. The grid
+// depends on n only, so every element is computed by the same calls in the
+// same order whatever the thread count: results are bit-identical across
+// --threads. The _ref versions are the unblocked textbook loops (the
+// specification the tests compare against).
+#ifndef PQ_LINALG_H
+#define PQ_LINALG_H
+
+#include <stddef.h>
+
+#include "common/threads.h"
+
+#define PQ_LINALG_NB 128
+
+// A = L L^T for a symmetric positive definite A, in place: the lower
+// triangle (diagonal included) becomes L and the strict upper triangle 0.
+// Only the lower triangle of A is read. Returns 0, or k + 1 when the leading
+// minor of order k + 1 is not positive definite (a pivot <= 0 or not
+// finite); A is then partly overwritten.
+int pq_chol_lower(double *a, int n, pq_pool *pool);
+int pq_chol_lower_ref(double *a, int n);
+
+// Workspace bytes pq_trinv_lower and pq_inv_chol_upper need for order n.
+size_t pq_linalg_workspace_bytes(int n);
+
+// L^-1 in place for a lower-triangular L with a nonzero diagonal and a zero
+// strict upper triangle (which stays 0). ws: pq_linalg_workspace_bytes(n).
+void pq_trinv_lower(double *a, int n, void *ws, pq_pool *pool);
+void pq_trinv_lower_ref(double *a, int n);
+
+// GPTQ's "Cholesky factor of the inverse Hessian": the upper-triangular U
+// with U^T U = H^-1 (positive diagonal; equal to torch's
+// cholesky(cholesky_inverse(cholesky(H)), upper=True)), in place of a
+// symmetric positive definite H (both triangles must hold H). Computed as
+// U = J Lr^-1 J where J reverses the index order and J H J = Lr Lr^T: one
+// Cholesky and one triangular inverse, no explicit inverse of H. Returns 0,
+// or k + 1 as pq_chol_lower when H is not positive definite.
+int pq_inv_chol_upper(double *h, int n, void *ws, pq_pool *pool);
+
+#endif
