@@ -35,6 +35,7 @@ void pq_dense_rows_cpu(pq_dense_type dt, const void *w, int cols, int r0, int n,
 
 void pq_dense_gemv_cpu(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
                        float *y, int ldy) {
-    if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_dense_gemv_avx2(dt, w, cols, r0, n, x, T, y, ldy);
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_dense_gemv_avx512(dt, w, cols, r0, n, x, T, y, ldy);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_dense_gemv_avx2(dt, w, cols, r0, n, x, T, y, ldy);
     else pq_dense_gemv_ref(dt, w, cols, r0, n, x, T, y, ldy);
 }

@@ -25,9 +25,11 @@ void pq_dense_gemv_ref(pq_dense_type dt, const void *w, int cols, int r0, int n,
 void pq_dense_gemv_cpu(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
                        float *y, int ldy);
 
-// AVX2 versions (kernels/dense_avx2.c); use the _cpu entry points instead.
+// ISA versions (kernels/dense_avx2.c, dense_avx512.c); use the _cpu entry points instead.
 void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out);
 void pq_dense_gemv_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
                         float *y, int ldy);
+void pq_dense_gemv_avx512(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
+                          float *y, int ldy);
 
 #endif

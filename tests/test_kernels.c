@@ -45,7 +45,7 @@ static void check_half_conversions(void) {
 }
 
 static void check_dense(pq_dense_type dt) {
-    int rows = 37 + (int)(pq_test_u64() % 40), cols = 5 + (int)(pq_test_u64() % 300);
+    int rows = 37 + (int)(pq_test_u64() % 40), cols = 5 + (int)(pq_test_u64() % 600);
     void *w = make_dense(dt, rows, cols);
     float *a = pq_alloc((size_t)rows * cols * 4), *b = pq_alloc((size_t)rows * cols * 4);
     pq_test_poison(a, (size_t)rows * cols);
@@ -60,11 +60,17 @@ static void check_dense(pq_dense_type dt) {
         pq_test_poison(y0, (size_t)T * rows);
         pq_test_poison(y1, (size_t)T * rows);
         pq_dense_gemv_ref(dt, w, cols, 0, rows, x, T, y0, rows);
-        pq_dense_gemv_cpu(dt, w, cols, 0, rows, x, T, y1, rows);
-        // fp32 accumulation of `cols` products in a different order vs a double
-        // reference: relative L2 ~ sqrt(cols) * 2^-24, far below 1e-5
-        double e = pq_rel_l2(y1, y0, (size_t)T * rows);
-        PQ_CHECK(e < 1e-5, "%s gemv T=%d cpu vs ref rel L2 %.2e (%dx%d)", DT_NAMES[dt], T, e, rows, cols);
+        // every ISA this CPU has, each entry point directly
+        for (int isa = PQ_ISA_AVX2; isa <= (int)pq_cpu_isa(); isa++) {
+            pq_test_poison(y1, (size_t)T * rows);
+            if (isa == PQ_ISA_AVX2) pq_dense_gemv_avx2(dt, w, cols, 0, rows, x, T, y1, rows);
+            else pq_dense_gemv_avx512(dt, w, cols, 0, rows, x, T, y1, rows);
+            // fp32 accumulation of `cols` products in a different order vs a double
+            // reference: relative L2 ~ sqrt(cols) * 2^-24, far below 1e-5
+            double e = pq_rel_l2(y1, y0, (size_t)T * rows);
+            PQ_CHECK(e < 1e-5, "%s gemv %s T=%d vs ref rel L2 %.2e (%dx%d)", DT_NAMES[dt], pq_isa_name((pq_isa)isa), T,
+                     e, rows, cols);
+        }
         pq_free(x); pq_free(y0); pq_free(y1);
     }
     pq_free(w); pq_free(a); pq_free(b);
