@@ -62,6 +62,10 @@ pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme
             PQ_TRY(tensor_name(name, module, "weight_zero_point"));
             PQ_TRY(pq_st_writer_declare(w, name, PQ_DT_I32, 2, zp));
         }
+        if (s->actorder == PQ_ACTORDER_GROUP && ng > 1) {
+            PQ_TRY(tensor_name(name, module, "weight_g_idx"));
+            PQ_TRY(pq_st_writer_declare(w, name, PQ_DT_I32, 1, &c));
+        }
         return PQ_OK;
     }
     int per_tensor = s->group == PQ_GROUP_TENSOR;
@@ -135,6 +139,10 @@ pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q
             PQ_TRY_GOTO(s, tensor_name(name, module, "weight_zero_point"));
             PQ_TRY_GOTO(s, pq_st_writer_put(w, name, zp,
                                             (size_t)zp_rows(q->rows, q->bits) * pq_qtensor_ngroups(q) * 4));
+        }
+        if (q->g_idx) {
+            PQ_TRY_GOTO(s, tensor_name(name, module, "weight_g_idx"));
+            PQ_TRY_GOTO(s, pq_st_writer_put(w, name, q->g_idx, (size_t)q->cols * sizeof(int32_t)));
         }
     } else {
         PQ_TRY_GOTO(s, tensor_name(name, module, "weight"));

@@ -8,7 +8,7 @@
 //     "config_groups": {"group_0": {"targets": ["Linear"],
 //         "weights": {"num_bits": 4, "type": "int", "symmetric": true,
 //                     "strategy": "group", "group_size": 128, "dynamic": false,
-//                     "actorder": null, "block_structure": null,
+//                     "actorder": null | "group" | "weight", "block_structure": null,
 //                     "observer": "minmax", "observer_kwargs": {}},
 //         "input_activations": null (or {"num_bits": 8, "type": "int"|"float",
 //                     "strategy": "token", "dynamic": true, "symmetric": true, ...}),
@@ -28,7 +28,9 @@
 //     M.weight_zero_point  I32 [ceil(out * bits / 32), ngroups], asymmetric only:
 //                          signed zero points + 2^(bits-1), packed along dim 0
 //     M.weight_shape       I64 [2] = [out, in]   (I32 accepted when reading)
-//     M.weight_g_idx       I32 [in], optional (read only; GPTQ act-order)
+//     M.weight_g_idx       I32 [in]: the group of each input column, when
+//                          "actorder": "group" (GPTQ act-order); written from
+//                          pq_qtensor.g_idx, optional when reading
 //   int-quantized (w8a8): M.weight I8 [out, in], M.weight_scale [out, 1]
 //   float-quantized / naive-quantized (fp8): M.weight F8_E4M3 [out, in],
 //     M.weight_scale [out, 1] per channel or [1] per tensor

@@ -19,8 +19,10 @@ static const char *const FORMATS[] = {"pack-quantized", "int-quantized", "float-
 // serializes; the file is written with sorted keys, as transformers does.
 static json_t *quant_config_json(const pq_scheme *s, int quantize_head) {
     const char *strategy = s->group > 0 ? "group" : s->group == PQ_GROUP_TENSOR ? "tensor" : "channel";
+    static const char *const ACTORDER[] = {NULL, "group", "weight"};
     json_t *w = json_pack("{s:o, s:o, s:b, s:o, s:i, s:s, s:{}, s:s, s:b, s:s}",
-                          "actorder", json_null(), "block_structure", json_null(), "dynamic", 0,
+                          "actorder", s->actorder ? json_string(ACTORDER[s->actorder]) : json_null(),
+                          "block_structure", json_null(), "dynamic", 0,
                           "group_size", s->group > 0 ? json_integer(s->group) : json_null(),
                           "num_bits", s->bits, "observer", "minmax", "observer_kwargs",
                           "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int");
@@ -92,8 +94,8 @@ static pq_status parse_weights(json_t *w, const char *name, const char *grp, pq_
     if (!strategy) strategy = is_null(gs) ? "tensor" : group == -1 ? "channel" : "group";
     s->is_float = strcmp(type, "float") == 0;
     s->sym = is_null(sym) || json_is_true(sym);
-    PQ_FAIL_IF(s->is_float ? bits != 8 : bits != 4 && bits != 8, PQ_ERR_FORMAT,
-               "%s: " QC ".config_groups.%s.weights: %lld-bit %s weights are not supported (int 4/8, float 8)", name,
+    PQ_FAIL_IF(s->is_float ? bits != 8 : bits < 2 || bits > 8, PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights: %lld-bit %s weights are not supported (int 2..8, float 8)", name,
                grp, bits, type);
     s->bits = (int)bits;
     if (strcmp(strategy, "group") == 0 && group > 0 && group <= (1 << 30)) s->group = (int)group;
@@ -101,6 +103,13 @@ static pq_status parse_weights(json_t *w, const char *name, const char *grp, pq_
     else if (strcmp(strategy, "tensor") == 0 && s->is_float) s->group = PQ_GROUP_TENSOR;
     else return PQ_FAIL(PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.weights: strategy \"%s\" (group_size %lld) "
                         "is not supported", name, grp, strategy, group);
+    // actorder: null/false, "group" (alias "dynamic", true) or "weight" (alias "static")
+    json_t *ao = json_object_get(w, "actorder");
+    const char *aos = json_is_string(ao) ? json_string_value(ao) : NULL;
+    if (json_is_true(ao) || (aos && (!strcmp(aos, "group") || !strcmp(aos, "dynamic")))) s->actorder = PQ_ACTORDER_GROUP;
+    else if (aos && (!strcmp(aos, "weight") || !strcmp(aos, "static"))) s->actorder = PQ_ACTORDER_WEIGHT;
+    else PQ_FAIL_IF(!is_null(ao) && !json_is_false(ao), PQ_ERR_FORMAT,
+                    "%s: " QC ".config_groups.%s.weights.actorder must be null, \"group\" or \"weight\"", name, grp);
     json_t *dyn = json_object_get(w, "dynamic"), *block = json_object_get(w, "block_structure");
     PQ_FAIL_IF(!is_null(dyn) && !json_is_false(dyn), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.dynamic must be false", name, grp);
@@ -135,7 +144,7 @@ static pq_status classify(const char *name, const char *format, pq_scheme *s) {
     PQ_FAIL_IF(fmt_i < 0, PQ_ERR_FORMAT, "%s: " QC ".format \"%s\" is not supported (pack-quantized, "
                "int-quantized, float-quantized, naive-quantized)", name, format);
     int id = -1;
-    if (fmt_i == 0 && !s->is_float && s->act == PQ_ACT_NONE) id = s->bits == 4 ? PQ_SCHEME_W4A16 : PQ_SCHEME_W8A16;
+    if (fmt_i == 0 && !s->is_float && s->act == PQ_ACT_NONE) id = s->bits == 8 ? PQ_SCHEME_W8A16 : PQ_SCHEME_W4A16;
     if (fmt_i == 1 && !s->is_float && s->bits == 8 && s->sym && s->group == PQ_GROUP_CHANNEL &&
         s->act == PQ_ACT_INT8_TOKEN)
         id = PQ_SCHEME_W8A8;

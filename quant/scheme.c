@@ -58,7 +58,7 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out) {
     PQ_FAIL_IF(group < PQ_GROUP_TENSOR, PQ_ERR_ARG, "--scheme %s: bad group %d", r->name, group);
     PQ_FAIL_IF(!sym && !r->asym_ok, PQ_ERR_ARG, "--scheme %s --asym: %s weights are symmetric only", r->name,
                r->name);
-    *out = (pq_scheme){(pq_scheme_id)id, r->bits, r->is_float, group, sym ? 1 : 0, r->act};
+    *out = (pq_scheme){(pq_scheme_id)id, r->bits, r->is_float, group, sym ? 1 : 0, r->act, PQ_ACTORDER_NONE};
     return PQ_OK;
 }
 
@@ -70,7 +70,10 @@ void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap) {
     char g[32];
     if (s->group > 0) snprintf(g, sizeof g, "g%d", s->group);
     else snprintf(g, sizeof g, "%s", s->group == PQ_GROUP_TENSOR ? "tensor" : "channel");
-    snprintf(buf, cap, "%s %s %s", pq_scheme_name(s->id), g, s->sym ? "sym" : "asym");
+    int bits_default = (unsigned)s->id < PQ_SCHEME_COUNT ? SCHEMES[s->id].bits : s->bits;
+    char bits[16] = "";
+    if (s->bits != bits_default) snprintf(bits, sizeof bits, " %d-bit", s->bits);
+    snprintf(buf, cap, "%s %s %s%s", pq_scheme_name(s->id), g, s->sym ? "sym" : "asym", bits);
 }
 
 long long pq_scheme_matrix_bytes(const pq_scheme *s, int rows, int cols, int scale_bytes) {

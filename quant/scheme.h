@@ -36,13 +36,20 @@ typedef enum { PQ_ACT_NONE, PQ_ACT_INT8_TOKEN, PQ_ACT_FP8_TOKEN } pq_act_quant;
 #define PQ_GROUP_DEFAULT (-2)
 #define PQ_SYM_DEFAULT (-1)
 
+// compressed-tensors' QuantizationArgs.actorder (set by GPTQ --act-order on
+// grouped weights): "group" permutes the groups too and stores
+// M.weight_g_idx; "weight" only reordered the computation (static groups, no
+// g_idx).
+typedef enum { PQ_ACTORDER_NONE, PQ_ACTORDER_GROUP, PQ_ACTORDER_WEIGHT } pq_actorder;
+
 typedef struct {
     pq_scheme_id id;
-    int bits;          // weight bits: 4 or 8
+    int bits;          // weight bits: the scheme's 4 or 8 (2..8 with --bits for w4a16 / w8a16)
     int is_float;      // FP8 E4M3 weights (else integers)
     int group;         // > 0 columns per group, PQ_GROUP_CHANNEL or PQ_GROUP_TENSOR
     int sym;           // 1 symmetric (no zero point), 0 asymmetric
     pq_act_quant act;
+    pq_actorder actorder; // grouped pack-quantized weights only
 } pq_scheme;
 
 // "w4a16", ... (NULL-free: "?" for a bad id).
@@ -62,7 +69,8 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out);
 // w8a8, PQ_W_QPACK (pack-quantized) for the weight-only integer schemes.
 pq_wformat pq_scheme_wformat(const pq_scheme *s);
 
-// "w4a16 g128 sym", "fp8 channel", ... into buf (always NUL-terminated).
+// "w4a16 g128 sym", "fp8 channel", "w4a16 g32 sym 3-bit", ... into buf
+// (always NUL-terminated).
 void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap);
 
 // Bytes one quantized [rows x cols] matrix takes in the file: codes, scales

@@ -276,8 +276,8 @@ static void test_reader(void) {
     copy_edit_config(good, bad, "\"group_size\": 32", "\"group_size\": 64");
     expect_open_fails(bad, "q_proj.weight_scale': shape [64,2], expected [64,1]",
                       "a group_size that disagrees with the tensors");
-    copy_edit_config(good, bad, "\"num_bits\": 4", "\"num_bits\": 3");
-    expect_open_fails(bad, "3-bit int weights are not supported", "3-bit weights");
+    copy_edit_config(good, bad, "\"num_bits\": 4", "\"num_bits\": 9");
+    expect_open_fails(bad, "9-bit int weights are not supported", "9-bit weights");
     copy_edit_config(good, bad, "\"compressed-tensors\"", "\"gptq\"");
     expect_open_fails(bad, "quant_method \"gptq\"", "another quant_method");
     copy_edit_config(good, bad, "\"pack-quantized\"", "\"marlin-24\"");

@@ -12,7 +12,7 @@
 #include "quant/scheme.h"
 
 static pq_scheme int_scheme(int bits, int group, int sym) {
-    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE};
+    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
 }
 
 // The dequantized matrix of q as the engine's specification computes it.
