@@ -1,6 +1,8 @@
 #include "linear.h"
 
+#include "common/sys.h"
 #include "kernels/blas.h"
+#include "kernels/w8a8.h"
 
 // Rows per panel of the GEMM path: 128 rows x cols floats stays in L2 for
 // cols up to ~4K and gives OpenBLAS a wide enough N.
@@ -54,9 +56,29 @@ static int needs_panel_buffer(const pq_linear *W) {
     return !(W->fmt == PQ_W_DENSE && W->dense_type == PQ_DENSE_F32);
 }
 
+// W8A8: tokens are quantized and multiplied W8A8_CHUNK at a time (the
+// workspace cannot depend on T); tasks of the quantization step hold
+// W8A8_QTOKENS tokens.
+#define W8A8_CHUNK 512
+#define W8A8_QTOKENS 16
+
+// The quantized chunk (+ its decoded copy for FP8), then per-thread
+// scratch: a packed INT8 panel, or an FP8 panel decoded to f32.
+static size_t w8a8_shared_bytes(const pq_linear *W) {
+    size_t b = pq_w8a8_act_bytes(W8A8_CHUNK, W->cols);
+    return W->act.type == PQ_ACTQ_FP8 ? b + (size_t)W8A8_CHUNK * W->cols * sizeof(float) : b;
+}
+
+static size_t w8a8_thread_bytes(const pq_linear *W) {
+    return W->act.type == PQ_ACTQ_INT8 ? pq_w8a8_gemm_scratch_bytes(PANEL_ROWS, W->cols)
+                                       : (size_t)PANEL_ROWS * W->cols * sizeof(float);
+}
+
 // The GEMV path uses the start of the workspace for the prepared activations
 // (shared by all threads), the GEMM path one panel per thread: never both.
+// W8A8 linears need both: the quantized activations first, then the panels.
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
+    if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
     size_t panels = needs_panel_buffer(W) ? (size_t)nthreads * PANEL_ROWS * W->cols * sizeof(float) : 0;
     size_t xp = W->fmt == PQ_W_QPACK ? pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) : 0;
     return panels > xp ? panels : xp;
@@ -110,13 +132,101 @@ static int panel_rows(int rows) {
     return p < 16 ? 16 : p > PANEL_ROWS ? PANEL_ROWS : p;
 }
 
+// Rows per task of the GEMV path: at least GEMV_ROWS, about GEMV_TASKS per thread.
+static int gemv_rows(int rows, int nthreads) {
+    int per_task = (rows + GEMV_TASKS * nthreads - 1) / (GEMV_TASKS * nthreads);
+    return per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
+}
+
+// ---- W8A8 --------------------------------------------------------------
+
+typedef struct {
+    const pq_linear *W;
+    const float *x;     // the chunk's first token
+    pq_w8a8_act a;      // the chunk, quantized
+    float *xd;          // FP8: the chunk decoded to f32
+    pq_w8a8_out o;
+    char *scratch;      // per-thread scratch, w8a8_thread_bytes apart
+    int chunk;          // rows per task
+} w8a8_job;
+
+static void w8a8_quantize(void *ctx, int i, int tid) {
+    w8a8_job *j = ctx;
+    const pq_linear *W = j->W;
+    int t0 = i * W8A8_QTOKENS, nt = j->a.T - t0 < W8A8_QTOKENS ? j->a.T - t0 : W8A8_QTOKENS;
+    pq_w8a8_act part = j->a;
+    part.T = nt;
+    part.q += (size_t)t0 * part.ld;
+    part.scale += t0;
+    part.sum += t0;
+    const float *x = j->x + (size_t)t0 * W->cols;
+    if (W->act.type == PQ_ACTQ_INT8) {
+        pq_actq_int8_cpu(x, nt, W->cols, W->act.static_scale, &part);
+    } else {
+        pq_actq_fp8_cpu(x, nt, W->cols, W->act.static_scale, &part);
+        pq_w8a8_fp8_decode(&j->a, t0, nt, j->xd + (size_t)t0 * W->cols);
+    }
+}
+
+static void w8a8_rows(void *ctx, int p, int tid) {
+    w8a8_job *j = ctx;
+    const pq_linear *W = j->W;
+    int r0 = p * j->chunk, n = W->rows - r0 < j->chunk ? W->rows - r0 : j->chunk;
+    void *scratch = j->scratch + (size_t)tid * w8a8_thread_bytes(W);
+    if (W->act.type == PQ_ACTQ_INT8) pq_w8a8_gemm_cpu(&W->i8, r0, n, &j->a, &j->o, scratch);
+    else pq_w8a8_fp8_cpu(&W->f8, r0, n, &j->a, j->xd, &j->o, scratch);
+}
+
+// Rows per task for T tokens: gemv_rows for a few; else panels of at most
+// PANEL_ROWS, about 2 per thread for INT8 (any split gives the same exact
+// sums), panel_rows for FP8 (fp32 sums must not depend on the thread count).
+static int w8a8_task_rows(const pq_linear *W, int T, int nthreads) {
+    if (T <= PQ_GEMV_MAX_T) return gemv_rows(W->rows, nthreads);
+    if (W->act.type == PQ_ACTQ_FP8) return panel_rows(W->rows);
+    int per = (W->rows + 2 * nthreads - 1) / (2 * nthreads);
+    per = (per + PQ_W8A8_PACK_ROWS - 1) / PQ_W8A8_PACK_ROWS * PQ_W8A8_PACK_ROWS;
+    return per > PANEL_ROWS ? PANEL_ROWS : per;
+}
+
+static void w8a8_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool) {
+    PQ_ASSERT((W->act.type == PQ_ACTQ_INT8 && W->fmt == PQ_W_INT8) ||
+              (W->act.type == PQ_ACTQ_FP8 && W->fmt == PQ_W_FP8));
+    size_t act_bytes = pq_w8a8_act_bytes(W8A8_CHUNK, W->cols);
+    for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK) {
+        int nt = T - t0 < W8A8_CHUNK ? T - t0 : W8A8_CHUNK;
+        w8a8_job j = {W, x + (size_t)t0 * W->cols, pq_w8a8_act_view(ws, nt, W->cols),
+                      (float *)((char *)ws + act_bytes), {y + (size_t)t0 * W->rows, NULL, W->rows, W->bias},
+                      (char *)ws + w8a8_shared_bytes(W), w8a8_task_rows(W, nt, pq_pool_size(pool))};
+        pq_pool_for(pool, (nt + W8A8_QTOKENS - 1) / W8A8_QTOKENS, w8a8_quantize, &j);
+        pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, w8a8_rows, &j);
+    }
+}
+
+// The specification: the _ref quantizer, then the _ref product.
+static void w8a8_forward_ref(const pq_linear *W, const float *x, int T, float *y) {
+    void *mem = pq_alloc(pq_w8a8_act_bytes(T, W->cols));
+    PQ_ASSERT(mem);
+    pq_w8a8_act a = pq_w8a8_act_view(mem, T, W->cols);
+    pq_w8a8_out o = {y, NULL, W->rows, W->bias};
+    if (W->act.type == PQ_ACTQ_INT8) {
+        pq_actq_int8_ref(x, T, W->cols, W->act.static_scale, &a);
+        pq_w8a8_gemm_ref(&W->i8, 0, W->rows, &a, &o);
+    } else {
+        pq_actq_fp8_ref(x, T, W->cols, W->act.static_scale, &a);
+        pq_w8a8_fp8_ref(&W->f8, 0, W->rows, &a, &o);
+    }
+    pq_free(mem);
+}
+
+// ---- every format ------------------------------------------------------
+
 void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool) {
     if (T <= 0) return;
+    if (W->act.type != PQ_ACTQ_NONE) { w8a8_forward(W, x, T, y, ws, pool); return; }
     job j = {W, x, T, y, ws, 0};
     if (T <= PQ_GEMV_MAX_T) {
         if (W->fmt == PQ_W_QPACK) pq_qpack_gemv_prepare_cpu(&W->q, x, T, ws);
-        int per_task = (W->rows + GEMV_TASKS * pq_pool_size(pool) - 1) / (GEMV_TASKS * pq_pool_size(pool));
-        j.chunk = per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
+        j.chunk = gemv_rows(W->rows, pq_pool_size(pool));
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemv_chunk, &j);
     } else {
         j.chunk = panel_rows(W->rows);
@@ -125,6 +235,7 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
 }
 
 void pq_linear_forward_ref(const pq_linear *W, const float *x, int T, float *y) {
+    if (W->act.type != PQ_ACTQ_NONE) { w8a8_forward_ref(W, x, T, y); return; }
     float *row = malloc((size_t)W->cols * sizeof(float));
     PQ_ASSERT(row);
     for (int r = 0; r < W->rows; r++) {

@@ -7,7 +7,10 @@
 // otherwise W is processed in panels of rows: each panel is widened /
 // dequantized into a per-thread scratch buffer in cache and multiplied with
 // OpenBLAS sgemm (kernels/blas.h). A quantized weight is never expanded to a
-// full dense matrix.
+// full dense matrix. A W8A8 linear (act.type != PQ_ACTQ_NONE) quantizes x
+// first, 512 tokens at a time, and runs the INT8 x INT8 or FP8 x FP8
+// product of kernels/w8a8.h (integer GEMV / VNNI GEMM on packed panels; FP8
+// through the FP8 GEMV or decoded panels + sgemm).
 #ifndef PQ_LINEAR_H
 #define PQ_LINEAR_H
 
@@ -56,7 +59,9 @@ size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads);
 // x is [T][cols], y is [T][rows], both contiguous.
 void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool);
 
-// The specification: dequantize with the format's _ref and accumulate in double.
+// The specification: dequantize with the format's _ref and accumulate in
+// double; for W8A8, the _ref activation quantizer and the _ref product of
+// kernels/w8a8.h (INT8: pq_linear_forward equals it bit for bit).
 void pq_linear_forward_ref(const pq_linear *W, const float *x, int T, float *y);
 
 // Rows r0..r0+n of W as f32 (out[n][cols]): the format's _ref (the spec)
