@@ -17,5 +17,8 @@ double pq_now(void);
 size_t pq_peak_rss_bytes(void);
 // Current resident set size in bytes (VmRSS), 0 if unknown.
 size_t pq_rss_bytes(void);
+// Resets the peak (VmHWM) to the current RSS (Linux /proc/self/clear_refs),
+// so that pq_peak_rss_bytes measures one phase. Returns 0 on success.
+int pq_peak_rss_reset(void);
 
 #endif

@@ -36,4 +36,18 @@ pq_status pq_outdir_commit(pq_outdir *d);
 // Removes the temporary directory and its contents unless committed. NULL-safe.
 void pq_outdir_abort(pq_outdir *d);
 
+// Resumable runs (pq quantize --method gptq --resume): an interrupted run's
+// temporary directory stays behind, with a marker file in it (its journal)
+// saying it can be continued.
+//
+// The first, by name, temporary directory of final ("final.pq-tmp-XXXXXX")
+// holding a file named `marker`, into tmp; *found is 0 when there is none.
+// PQ_ERR_IO if final's parent cannot be listed.
+pq_status pq_outdir_find_leftover(const char *final, const char *marker, char *tmp, size_t cap, int *found);
+
+// Continues building final in tmp, a temporary directory of final (as
+// pq_outdir_find_leftover finds). An existing final without force is
+// PQ_ERR_ARG. Commit and abort then work as for pq_outdir_begin.
+pq_status pq_outdir_adopt(pq_outdir *d, const char *final, const char *tmp, int force);
+
 #endif

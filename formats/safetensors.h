@@ -110,5 +110,7 @@ pq_status pq_st_writer_sync(pq_st_writer *w);
 pq_status pq_st_writer_commit(pq_st_writer *w, int zstd_level);
 void pq_st_writer_free(pq_st_writer *w); // NULL-safe; removes an uncommitted temp file
 const char *pq_st_writer_tmp_path(const pq_st_writer *w);
+// The final file size (header + data), known from begin / resume on.
+uint64_t pq_st_writer_total_bytes(const pq_st_writer *w);
 
 #endif

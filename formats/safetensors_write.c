@@ -276,3 +276,5 @@ void pq_st_writer_free(pq_st_writer *w) {
 }
 
 const char *pq_st_writer_tmp_path(const pq_st_writer *w) { return w ? w->tmp_path : NULL; }
+
+uint64_t pq_st_writer_total_bytes(const pq_st_writer *w) { return w ? w->total : 0; }

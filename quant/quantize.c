@@ -3,9 +3,11 @@
 #include "quant/quantize.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/sys.h"
 #include "common/threads.h"
@@ -15,14 +17,15 @@
 #include "formats/outdir.h"
 #include "formats/packed.h"
 #include "formats/sha256.h"
+#include "quant/quantize_run.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
 
 #define PATH_CAP 4096
 
 // Methods by name; those whose issue has not landed yet are refused, not stubbed.
-static const struct { const char *name; int available; } METHODS[] = {
-    {"rtn", 1}, {"gptq", 0}, {"awq", 0}, {"smoothquant", 0},
+static const struct { const char *name; int available, calibrated; } METHODS[] = {
+    {"rtn", 1, 0}, {"gptq", 1, 1}, {"awq", 0, 1}, {"smoothquant", 0, 1},
 };
 
 // Files copied from the source directory when present.
@@ -33,8 +36,10 @@ static const char *const SIDE_FILES[] = {
 };
 
 pq_quantize_params pq_quantize_default_params(void) {
+    pq_gptq_params g = pq_gptq_default_params();
     return (pq_quantize_params){.scheme = "w4a16", .method = "rtn", .group = PQ_GROUP_DEFAULT,
-                                .sym = PQ_SYM_DEFAULT};
+                                .sym = PQ_SYM_DEFAULT, .calib = pq_calib_default_params(), .damp = g.damp,
+                                .block_size = g.block_size, .device = PQ_DEVICE_AUTO};
 }
 
 pq_status pq_quantize_parse_group(const char *s, int *group) {
@@ -48,53 +53,112 @@ pq_status pq_quantize_parse_group(const char *s, int *group) {
     return PQ_OK;
 }
 
-// The method and scheme the parameters ask for.
-static pq_status resolve(const pq_quantize_params *p, pq_scheme *s) {
+// Flags only a calibrated method reads, given to one that does not.
+static pq_status check_uncalibrated(const pq_quantize_params *p) {
+    const char *flag = p->calib.path ? "--calib" : p->act_order ? "--act-order" : p->static_groups ? "--static-groups"
+                       : p->true_sequential ? "--true-sequential" : p->resume ? "--resume" : NULL;
+    PQ_FAIL_IF(flag, PQ_ERR_ARG, "%s: only for a calibrated method (--method gptq), not --method %s", flag, p->method);
+    return PQ_OK;
+}
+
+static pq_status check_calibrated(const pq_quantize_params *p, const pq_scheme *s) {
+    PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
+               "--method %s --scheme %s: GPTQ writes the weight-only integer schemes (w4a16, w8a16)", p->method,
+               pq_scheme_name(s->id));
+    PQ_FAIL_IF(!p->calib.path, PQ_ERR_ARG, "--method %s needs calibration text: --calib FILE", p->method);
+    PQ_FAIL_IF(p->calib.nsamples < 1, PQ_ERR_ARG, "--nsamples %d: need at least one calibration window",
+               p->calib.nsamples);
+    PQ_FAIL_IF(p->calib.seqlen < 2, PQ_ERR_ARG, "--seqlen %d: a calibration window needs at least 2 tokens",
+               p->calib.seqlen);
+    PQ_FAIL_IF(!(p->damp > 0 && p->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "--damp %g: not in (0, %g]", p->damp,
+               PQ_GPTQ_DAMP_MAX);
+    PQ_FAIL_IF(p->block_size < 1 || p->block_size > 65536, PQ_ERR_ARG, "--block-size %d: not in 1..65536",
+               p->block_size);
+    return PQ_OK;
+}
+
+// The method and scheme the parameters ask for; *calibrated (optional)
+// whether the method runs through the calibration driver.
+static pq_status resolve(const pq_quantize_params *p, pq_scheme *s, int *calibrated) {
     int m = -1;
     for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0] && p->method; i++)
         if (strcmp(p->method, METHODS[i].name) == 0) m = (int)i;
     PQ_FAIL_IF(m < 0, PQ_ERR_ARG, "--method %s: not a method (rtn, gptq, awq, smoothquant)",
                p->method ? p->method : "(none)");
-    PQ_FAIL_IF(!METHODS[m].available, PQ_ERR_ARG, "--method %s: not available yet in pq %s (use --method rtn)",
+    PQ_FAIL_IF(!METHODS[m].available, PQ_ERR_ARG, "--method %s: not available yet in pq %s (use --method rtn or gptq)",
                p->method, PQ_VERSION);
     PQ_FAIL_IF(p->fp8_tensor && p->group != PQ_GROUP_DEFAULT, PQ_ERR_ARG,
                "--fp8-scale tensor and --group exclude each other");
     PQ_TRY(pq_scheme_make(p->scheme, p->fp8_tensor ? PQ_GROUP_TENSOR : p->group, p->sym, s));
+    if (p->bits) {
+        PQ_FAIL_IF(p->bits < 2 || p->bits > 8, PQ_ERR_ARG, "--bits %d: not in 2..8", p->bits);
+        PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
+                   "--bits %d: only the weight-only integer schemes (w4a16, w8a16) take another width", p->bits);
+        s->bits = p->bits;
+    }
     PQ_FAIL_IF(p->zstd_level < 0 || p->zstd_level > 22, PQ_ERR_ARG, "zstd level %d not in 1..22", p->zstd_level);
     PQ_FAIL_IF(!p->model || !p->out, PQ_ERR_ARG, "a model and an output directory are required");
+    if (METHODS[m].calibrated) {
+        PQ_TRY(check_calibrated(p, s));
+        if (p->act_order && s->group > 0) s->actorder = p->static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;
+    } else {
+        PQ_TRY(check_uncalibrated(p));
+    }
+    if (calibrated) *calibrated = METHODS[m].calibrated;
     return PQ_OK;
 }
 
 pq_status pq_quantize_describe(const pq_quantize_params *p, char *buf, size_t cap) {
     pq_scheme s;
-    PQ_TRY(resolve(p, &s));
-    char desc[64];
+    int calibrated;
+    PQ_TRY(resolve(p, &s, &calibrated));
+    char desc[64], cal[1400] = "";
     pq_scheme_describe(&s, desc, sizeof desc);
-    snprintf(buf, cap, "%s -> %s: %s %s (%s)%s%s%s", p->model, p->out, p->method, desc, pq_scheme_format(&s),
-             p->quantize_head ? ", lm_head too" : "", p->zstd_level > 0 ? ", + zstd" : "",
-             p->force ? ", --force" : "");
+    if (calibrated)
+        snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu), damp %g, block %d%s%s%s%s",
+                 p->calib.path, p->calib.nsamples, p->calib.seqlen, pq_calib_mode_name(p->calib.mode),
+                 (unsigned long long)p->calib.seed, p->damp, p->block_size, p->act_order ? ", act-order" : "",
+                 p->static_groups ? ", static groups" : "", p->true_sequential ? ", true-sequential" : "",
+                 p->resume ? ", --resume" : "");
+    snprintf(buf, cap, "%s -> %s: %s %s (%s)%s%s%s%s", p->model, p->out, p->method, desc, pq_scheme_format(&s), cal,
+             p->quantize_head ? ", lm_head too" : "", p->zstd_level > 0 ? ", + zstd" : "", p->force ? ", --force" : "");
     return PQ_OK;
 }
 
 // ---- the run -------------------------------------------------------------
 
-typedef struct {
-    const pq_quantize_params *p;
-    pq_scheme scheme;
-    pq_model *m;
-    pq_pool *pool;
-    pq_outdir dir;
-    pq_st_writer *w;
-    float *buf;             // one widened weight matrix
-    json_t *layers;         // pq.json "layers": [{name, rel_error}]
-    double err_sum, err_max;
-    int n_quantized, n_ragged;
-    char sha[65];
-    double t_hash, t_quant;
-} run;
+typedef pq_quantize_run run;
 
-static pq_dtype scale_dtype_of(const pq_linear *L) {
+void pq_qrun_note(pq_quantize_run *r, const char *fmt, ...) {
+    if (!r->progress) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    pq_quantize_event e = {.kind = PQ_QUANTIZE_NOTE, .note = line};
+    r->progress(r->ud, &e);
+}
+
+pq_dtype pq_qrun_scale_dtype(const pq_linear *L) {
     return L->dense_type == PQ_DENSE_F16 ? PQ_DT_F16 : L->dense_type == PQ_DENSE_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
+}
+
+pq_status pq_qrun_record(pq_quantize_run *r, const pq_linear *L, json_t *entry) {
+    PQ_FAIL_IF(!entry || json_array_append_new(r->layers, entry) != 0, PQ_ERR_NOMEM, "out of memory");
+    double e = json_real_value(json_object_get(entry, "rel_error"));
+    r->err_sum += e;
+    r->err_max = e > r->err_max ? e : r->err_max;
+    json_t *o = json_object_get(entry, "output_rel_error");
+    if (o) {
+        double v = json_real_value(o);
+        r->out_sum += v;
+        r->out_max = v > r->out_max ? v : r->out_max;
+        r->n_out++;
+    }
+    r->n_quantized++;
+    r->n_ragged += r->scheme.group > 0 && L->cols % r->scheme.group != 0;
+    return PQ_OK;
 }
 
 // The source linear of a module, or NULL if it is not quantized:
@@ -124,7 +188,7 @@ static pq_status declare_all(run *r) {
         module_of(t->name, module, sizeof module);
         const pq_linear *L = quantized_linear(r, module);
         if (L && strcmp(t->name + strlen(module), ".weight") == 0)
-            PQ_TRY(pq_packed_declare(r->w, module, &r->scheme, L->rows, L->cols, scale_dtype_of(L)));
+            PQ_TRY(pq_packed_declare(r->w, module, &r->scheme, L->rows, L->cols, pq_qrun_scale_dtype(L)));
         else
             PQ_TRY(pq_st_writer_declare(r->w, t->name, t->dtype, t->ndim, t->shape));
     }
@@ -151,33 +215,31 @@ static pq_status quantize_one(run *r, const char *module, const pq_linear *L, do
     char name[600];
     snprintf(name, sizeof name, "%s/%s.weight", r->p->model, module);
     pq_qtensor q;
-    PQ_TRY(pq_rtn_quantize(r->buf, L->rows, L->cols, &r->scheme, scale_dtype_of(L), name, r->pool, &q, rel_err));
+    PQ_TRY(pq_rtn_quantize(r->buf, L->rows, L->cols, &r->scheme, pq_qrun_scale_dtype(L), name, r->pool, &q, rel_err));
     r->t_quant += pq_now() - t0;
     pq_status s = pq_packed_put(r->w, module, &q);
     pq_qtensor_free(&q);
     PQ_TRY(s);
-    json_t *e = json_pack("{s:s, s:f}", "name", module, "rel_error", *rel_err);
-    PQ_FAIL_IF(!e || json_array_append_new(r->layers, e) != 0, PQ_ERR_NOMEM, "out of memory");
-    r->err_sum += *rel_err;
-    r->err_max = *rel_err > r->err_max ? *rel_err : r->err_max;
-    r->n_quantized++;
-    r->n_ragged += r->scheme.group > 0 && L->cols % r->scheme.group != 0;
-    return PQ_OK;
+    return pq_qrun_record(r, L, json_pack("{s:s, s:f}", "name", module, "rel_error", *rel_err));
 }
 
-static pq_status quantize_all(run *r, pq_quantize_progress progress, void *ud) {
+static pq_status quantize_all(run *r) {
     const pq_config *c = &r->m->cfg;
     char module[256];
     double e;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < c->n_layers && !r->calibrated; l++) {
         double sum = 0;
         for (int s = 0; s < PQ_NLINEAR; s++) {
             snprintf(module, sizeof module, "model.layers.%d.%s", l, pq_linear_slot_name((pq_linear_slot)s));
             PQ_TRY(quantize_one(r, module, &r->m->layers[l].lin[s], &e));
             sum += e;
         }
-        if (progress) progress(ud, l + 1, c->n_layers, sum / PQ_NLINEAR);
+        pq_quantize_event ev = {.kind = PQ_QUANTIZE_LAYER, .done = l + 1, .total = c->n_layers,
+                                .layer_rel_err = sum / PQ_NLINEAR, .layer_out_err = -1};
+        if (r->progress) r->progress(r->ud, &ev);
     }
+    if (r->calibrated) PQ_TRY(pq_qrun_calib_blocks(r));
+    // lm_head: RTN for every method (its input statistics are not gathered)
     if (r->p->quantize_head) PQ_TRY(quantize_one(r, "lm_head", &r->m->lm_head, &e));
     return PQ_OK;
 }
@@ -201,6 +263,13 @@ static pq_status set_metadata(run *r) {
     PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.method", r->p->method));
     PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.scheme", desc));
     PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.source", r->p->model));
+    if (r->calibrated) {
+        char n[64];
+        PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.calibration_sha256", r->calib.sha256));
+        snprintf(n, sizeof n, "%d x %d tokens, seed %llu, %s", r->calib.n, r->calib.len,
+                 (unsigned long long)r->p->calib.seed, pq_calib_mode_name(r->p->calib.mode));
+        PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.calibration", n));
+    }
     return pq_st_writer_set_metadata(r->w, "pq.source_sha256", r->sha);
 }
 
@@ -268,7 +337,7 @@ static pq_status write_provenance(run *r, const pq_quantize_result *res) {
         "s:{s:I, s:I}, s:O, s:{s:f, s:f, s:f}, s:i}",
         "pq_version", PQ_VERSION, "method", r->p->method, "scheme", pq_scheme_name(s->id), "group", group,
         "symmetric", s->sym, "activations", ACT[s->act], "format", res->format, "scale_dtype",
-        pq_dtype_name(scale_dtype_of(&r->m->layers[0].lin[0])), "quantize_head", r->p->quantize_head,
+        pq_dtype_name(pq_qrun_scale_dtype(&r->m->layers[0].lin[0])), "quantize_head", r->p->quantize_head,
         "source", "path", r->p->model, "sha256", r->sha, "files", pq_st_file_count(r->m->st),
         "bits_per_weight", res->bits_per_weight, "quantized_weights", (json_int_t)res->n_weights,
         "quantized_bytes", (json_int_t)res->quant_bytes, "quantized_linears", res->n_quantized,
@@ -279,6 +348,17 @@ static pq_status write_provenance(run *r, const pq_quantize_result *res) {
         "seconds", "hash", r->t_hash, "quantize", r->t_quant, "total", res->seconds,
         "threads", pq_pool_size(r->pool));
     PQ_FAIL_IF(!doc, PQ_ERR_NOMEM, "out of memory");
+    if (r->calibrated) {
+        json_t *cal = pq_qrun_calib_provenance(r);
+        int bad = !cal || json_object_update(doc, cal) != 0 ||
+                  json_object_set_new(doc, "output_rel_error", json_pack("{s:f, s:f}", "mean", res->mean_out_err,
+                                                                         "max", res->max_out_err)) != 0;
+        json_decref(cal);
+        if (bad) {
+            json_decref(doc);
+            return PQ_FAIL(PQ_ERR_NOMEM, "out of memory");
+        }
+    }
     char *text = json_dumps(doc, JSON_INDENT(2));
     json_decref(doc);
     PQ_FAIL_IF(!text, PQ_ERR_NOMEM, "out of memory");
@@ -312,27 +392,35 @@ static pq_status open_source(run *r) {
     return PQ_OK;
 }
 
+// OUT's temporary directory: a new one, or (calibrated) possibly an interrupted run's.
+static pq_status open_outdir(run *r) {
+    if (r->calibrated) return pq_qrun_calib_outdir(r);
+    return pq_outdir_begin(&r->dir, r->p->out, r->p->force);
+}
+
 pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress, void *ud,
                       pq_quantize_result *out) {
     memset(out, 0, sizeof *out);
     double t0 = pq_now();
-    run r = {.p = p};
+    run r = {.p = p, .progress = progress, .ud = ud, .lock_fd = -1};
     char path[PATH_CAP];
     pq_status s;
-    PQ_TRY(resolve(p, &r.scheme));
+    PQ_TRY(resolve(p, &r.scheme, &r.calibrated));
     r.layers = json_array();
     PQ_CHECK_GOTO(!r.layers, s, PQ_ERR_NOMEM, "out of memory");
     PQ_TRY_GOTO(s, open_source(&r));
-    PQ_TRY_GOTO(s, pq_outdir_begin(&r.dir, p->out, p->force));
     PQ_TRY_GOTO(s, pq_pool_create(p->nthreads, &r.pool));
     PQ_TRY_GOTO(s, hash_source(&r));
+    if (r.calibrated) PQ_TRY_GOTO(s, pq_qrun_calib_prepare(&r));
+    PQ_TRY_GOTO(s, open_outdir(&r));
     PQ_TRY_GOTO(s, pq_outdir_path(&r.dir, "model.safetensors", path, sizeof path));
     PQ_TRY_GOTO(s, pq_st_writer_create(path, &r.w));
     PQ_TRY_GOTO(s, set_metadata(&r));
     PQ_TRY_GOTO(s, declare_all(&r));
-    PQ_TRY_GOTO(s, pq_st_writer_begin(r.w));
+    PQ_TRY_GOTO(s, r.adopted ? pq_st_writer_resume(r.w) : pq_st_writer_begin(r.w));
     PQ_TRY_GOTO(s, put_passthrough(&r));
-    PQ_TRY_GOTO(s, quantize_all(&r, progress, ud));
+    if (r.calibrated) PQ_TRY_GOTO(s, pq_qrun_calib_started(&r));
+    PQ_TRY_GOTO(s, quantize_all(&r));
     PQ_TRY_GOTO(s, pq_st_writer_commit(r.w, p->zstd_level));
     PQ_TRY_GOTO(s, write_side_files(&r));
     pq_scheme_describe(&r.scheme, out->scheme, sizeof out->scheme);
@@ -342,13 +430,26 @@ pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress
     out->n_ragged = r.n_ragged;
     out->mean_rel_err = r.n_quantized ? r.err_sum / r.n_quantized : 0;
     out->max_rel_err = r.err_max;
+    if (r.calibrated) {
+        out->calibrated = 1;
+        out->mean_out_err = r.n_out ? r.out_sum / r.n_out : 0;
+        out->max_out_err = r.out_max;
+        out->calib_windows = r.calib.n;
+        out->calib_len = r.calib.len;
+        out->resumed_blocks = r.adopted ? r.blocks_done : 0;
+        out->n_damp_raised = r.n_damp_raised;
+        out->mem_estimate = r.mem.total;
+        out->peak_rss = r.mem.peak_rss;
+    }
     PQ_TRY_GOTO(s, measure(&r, out));
     out->seconds = pq_now() - t0;
     PQ_TRY_GOTO(s, write_provenance(&r, out));
+    if (r.calibrated) PQ_TRY_GOTO(s, pq_qrun_calib_finish(&r));
     PQ_TRY_GOTO(s, pq_outdir_commit(&r.dir));
 done:
     pq_st_writer_free(r.w);
     pq_outdir_abort(&r.dir);
+    pq_qrun_calib_free(&r);
     pq_pool_free(r.pool);
     pq_free(r.buf);
     json_decref(r.layers);

@@ -17,18 +17,38 @@
 // measured bits per weight, timings. The safetensors __metadata__ carries
 // "format": "pt" (which transformers requires) and the provenance known
 // before the data is written (method, scheme, source hash, pq version).
+//
+// Calibrated methods (gptq; quant/quantize_gptq.c) stream block by block
+// through the calibration driver (calib/driver.h) instead: the source's
+// tokenizer cuts the calibration text into windows (calib/data.h), each
+// block's linears are quantized from the Hessian of their inputs, and pq.json
+// also records the calibration (text SHA-256, windows, seed), the GPTQ
+// parameters, each linear's output error ||WX - W'X||^2 / ||WX||^2 on the
+// calibration inputs and the dampening it needed, and the memory estimate
+// and measured peak. They are resumable: OUT's temporary directory holds a
+// journal (pq-journal.json) updated after every block once the block's
+// tensors are fsync'd; a run killed at any point leaves that directory
+// behind, and the same command with resume set continues it (re-running the
+// finished blocks from their quantized weights in the temporary file to
+// regenerate the next block's input) and writes files byte-identical to an
+// uninterrupted run (pq.json's "seconds", "memory" and "threads" aside).
+// Without resume, such a leftover is refused (force discards it); a resume
+// whose inputs or flags differ is refused. An error that pq reports (not a
+// kill) still removes the temporary directory, as for every method.
 #ifndef PQ_QUANTIZE_H
 #define PQ_QUANTIZE_H
 
 #include <stddef.h>
 
+#include "calib/data.h"
 #include "common/status.h"
+#include "eval/engine.h"
 
 typedef struct {
     const char *model;       // source checkpoint directory
     const char *out;         // output directory
     const char *scheme;      // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic"
-    const char *method;      // "rtn" ("gptq", "awq", "smoothquant": later releases)
+    const char *method;      // "rtn", "gptq" ("awq", "smoothquant": later releases)
     int group;               // PQ_GROUP_DEFAULT, PQ_GROUP_CHANNEL or 32 / 64 / 128
     int sym;                 // PQ_SYM_DEFAULT, 1 or 0
     int fp8_tensor;          // fp8 schemes: one scale per tensor instead of per channel
@@ -36,6 +56,16 @@ typedef struct {
     int zstd_level;          // > 0: also write model.safetensors.zst at this level
     int force;               // replace an existing OUT (only once the new one is complete)
     int nthreads;            // 0 = all cores
+    int bits;                // 0: the scheme's; 2..8 for the weight-only integer schemes (w4a16, w8a16)
+    // calibrated methods (gptq)
+    pq_calib_params calib;   // calibration text, windows, seed (calib.path is required)
+    double damp;             // relative dampening of the Hessian (0.01)
+    int block_size;          // GPTQ lazy-batch columns (128)
+    int act_order;           // columns in descending order of the Hessian's diagonal
+    int static_groups;       // group scales from the unmodified weights
+    int true_sequential;     // quantize q/k/v, o, gate/up, down in turn, each from inputs of the quantized ones
+    int resume;              // continue an interrupted run into the same OUT
+    pq_device device;        // where X^T X is accumulated (AUTO: the GPU when present)
 } pq_quantize_params;
 
 pq_quantize_params pq_quantize_default_params(void);
@@ -65,18 +95,37 @@ typedef struct {
     unsigned long long zst_bytes; // model.safetensors.zst (0 without zstd)
     double seconds;
     char source_sha256[65];
+    // calibrated methods
+    int calibrated;
+    double mean_out_err, max_out_err; // ||WX - W'X||^2 / ||WX||^2 on the calibration inputs
+    int calib_windows, calib_len;
+    int resumed_blocks;               // blocks an interrupted run had finished
+    int n_damp_raised;                // input groups whose Hessian needed more dampening
+    unsigned long long mem_estimate, peak_rss; // bytes
 } pq_quantize_result;
 
-// Called after each decoder layer: layers done, layers in all, the mean
-// relative error of that layer's linears.
-typedef void (*pq_quantize_progress)(void *ud, int done, int total, double layer_rel_err);
+// What the stage reports while it runs.
+typedef struct {
+    enum { PQ_QUANTIZE_NOTE, PQ_QUANTIZE_LAYER } kind;
+    const char *note;       // NOTE: one line (memory estimate, an adjusted setting, raised dampening)
+    int done, total;        // LAYER: decoder layers finished, in all
+    double layer_rel_err;   // LAYER: mean ||W - W'||^2 / ||W||^2 of the layer's linears
+    double layer_out_err;   // LAYER: mean ||WX - W'X||^2 / ||WX||^2 (calibrated methods), else -1
+    int resumed;            // LAYER: finished by an earlier run (only re-run)
+} pq_quantize_event;
+
+typedef void (*pq_quantize_progress)(void *ud, const pq_quantize_event *e);
 
 // Runs the stage. Bad parameters and an existing OUT without force are
 // PQ_ERR_ARG; an already-quantized or unsupported source, a NaN/Inf weight
 // (the message names the tensor) and I/O failures (a full disk, an
 // unwritable OUT: the message names the file) are other errors. On any
 // error nothing is left at OUT (an existing OUT is untouched) and no
-// temporary directory remains.
+// temporary directory remains (an interrupted calibrated run's temporary
+// directory, found at the start, is only removed with force). Calibrated
+// methods: a leftover of an interrupted run without resume, or with resume
+// but other inputs or flags, is PQ_ERR_ARG; a too-short calibration text is
+// PQ_ERR_FORMAT; --device cuda without a GPU is PQ_ERR_NO_DEVICE.
 pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress, void *ud,
                       pq_quantize_result *out);
 

@@ -451,9 +451,9 @@ static void test_atomic(void) {
     PQ_CHECK(pq_quantize(&h, NULL, NULL, &r) == PQ_ERR_ARG && strstr(pq_last_error(), "tie_word_embeddings") &&
                  !pq_dir_exists(h.out),
              "--quantize-head on a tied model refused: %s", pq_last_error());
-    h.quantize_head = 0, h.out = out, h.force = 1, h.method = "gptq";
+    h.quantize_head = 0, h.out = out, h.force = 1, h.method = "awq";
     PQ_CHECK(pq_quantize(&h, NULL, NULL, &r) == PQ_ERR_ARG && strstr(pq_last_error(), "not available yet"),
-             "--method gptq refused: %s", pq_last_error());
+             "--method awq refused: %s", pq_last_error());
     h.method = "rtn", h.model = out;
     PQ_CHECK(pq_quantize(&h, NULL, NULL, &r) == PQ_ERR_FORMAT && strstr(pq_last_error(), "already quantized"),
              "a packed source refused: %s", pq_last_error());

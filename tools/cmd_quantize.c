@@ -11,22 +11,29 @@ typedef struct {
     cli_progress bar;
 } progress_state;
 
-static void progress(void *ud, int done, int total, double layer_err) {
+static void progress(void *ud, const pq_quantize_event *e) {
     progress_state *ps = ud;
-    char extra[64];
-    snprintf(extra, sizeof extra, "rel err %.3e", layer_err);
-    if (ps->bar.tty) cli_progress_update(&ps->bar, done, total, extra);
-    else fprintf(stderr, "pq quantize: layer %d/%d %s\n", done, total, extra); // one line per layer
+    if (e->kind == PQ_QUANTIZE_NOTE) {
+        if (ps->bar.tty) fputc('\n', stderr);
+        fprintf(stderr, "pq quantize: %s\n", e->note);
+        return;
+    }
+    char extra[96];
+    int n = snprintf(extra, sizeof extra, "rel err %.3e", e->layer_rel_err);
+    if (e->layer_out_err >= 0) snprintf(extra + n, sizeof extra - n, ", output err %.3e%s", e->layer_out_err,
+                                        e->resumed ? " (resumed)" : "");
+    if (ps->bar.tty) cli_progress_update(&ps->bar, e->done, e->total, extra);
+    else fprintf(stderr, "pq quantize: layer %d/%d %s\n", e->done, e->total, extra); // one line per layer
 }
 
 int main_quantize(int argc, char **argv) {
     pq_quantize_params p = pq_quantize_default_params();
     const char *group = "auto", *pos[1];
-    int fp8_scale = 0, zstd = 0, json = 0;
+    int fp8_scale = 0, zstd = 0, json = 0, seed = 0, mode = 0, device = PQ_DEVICE_AUTO;
     const cli_flag flags[] = {
         {"-o", FLAG_STR, &p.out, "output directory (required; must not exist unless --force)", NULL, 0, "OUT"},
         {"--scheme", FLAG_STR, &p.scheme, "w4a16 | w8a16 | w8a8 | fp8 (weight only) | fp8-dynamic", NULL, 0, "S"},
-        {"--method", FLAG_STR, &p.method, "rtn (gptq, awq, smoothquant: not available yet)", NULL, 0, "M"},
+        {"--method", FLAG_STR, &p.method, "rtn | gptq (awq, smoothquant: not available yet)", NULL, 0, "M"},
         {"--group", FLAG_STR, &group, "32 | 64 | 128 | channel | auto (w4a16: 128, others: channel)", NULL, 0, "G"},
         {"--sym", FLAG_BOOL, &p.sym, "symmetric weights, no zero point (default for every scheme)", NULL, 1, NULL},
         {"--asym", FLAG_BOOL, &p.sym, "asymmetric weights with zero points (w4a16 only)", NULL, 0, NULL},
@@ -36,6 +43,24 @@ int main_quantize(int argc, char **argv) {
          NULL, 1, NULL},
         {"--zstd", FLAG_BOOL, &zstd, "also write model.safetensors.zst (zstd level 9)", NULL, 1, NULL},
         {"--force", FLAG_BOOL, &p.force, "replace an existing OUT once the new one is complete", NULL, 1, NULL},
+        {"--bits", FLAG_INT, &p.bits, "weight bits 2..8 for w4a16 / w8a16 (0 = the scheme's)", NULL, 0, "N"},
+        {"--calib", FLAG_STR, &p.calib.path, "gptq: calibration text file", NULL, 0, "FILE"},
+        {"--nsamples", FLAG_INT, &p.calib.nsamples, "gptq: calibration windows", NULL, 0, "N"},
+        {"--seqlen", FLAG_INT, &p.calib.seqlen, "gptq: tokens per window (clamped to the model's context)", NULL, 0,
+         "L"},
+        {"--seed", FLAG_INT, &seed, "gptq: seed of the window choice", NULL, 0, "S"},
+        {"--calib-mode", FLAG_CHOICE, &mode, "gptq: windows at seeded random starts, or consecutive",
+         "random|concat", 0, NULL},
+        {"--damp", FLAG_DOUBLE, &p.damp, "gptq: dampening, a fraction of the Hessian's mean diagonal", NULL, 0, "X"},
+        {"--block-size", FLAG_INT, &p.block_size, "gptq: columns per lazy batch update", NULL, 0, "N"},
+        {"--act-order", FLAG_BOOL, &p.act_order, "gptq: columns in descending order of the Hessian diagonal", NULL, 1,
+         NULL},
+        {"--static-groups", FLAG_BOOL, &p.static_groups, "gptq: group scales from the unmodified weights", NULL, 1,
+         NULL},
+        {"--true-sequential", FLAG_BOOL, &p.true_sequential,
+         "gptq: q/k/v, o, gate/up, down in turn, each calibrated on the quantized earlier ones", NULL, 1, NULL},
+        {"--resume", FLAG_BOOL, &p.resume, "gptq: continue an interrupted run into the same OUT", NULL, 1, NULL},
+        {"--device", FLAG_CHOICE, &device, "gptq: where the Hessians are accumulated", "auto|cpu|cuda", 0, NULL},
         {"--threads", FLAG_INT, &p.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
         {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
     };
@@ -49,7 +74,14 @@ int main_quantize(int argc, char **argv) {
         fprintf(stderr, "pq quantize: -o OUT is required (see pq quantize --help)\n");
         return 2;
     }
+    if (seed < 0) {
+        fprintf(stderr, "pq quantize: --seed %d: must be 0 or more\n", seed);
+        return 2;
+    }
     p.model = pos[0];
+    p.calib.seed = (uint64_t)seed;
+    p.calib.mode = (pq_calib_mode)mode;
+    p.device = (pq_device)device;
     p.fp8_tensor = fp8_scale == 1;
     p.zstd_level = zstd ? 9 : 0; // level 19 gains ~3% on packed weights at ~20x the time
     char line[1024];
@@ -67,14 +99,25 @@ int main_quantize(int argc, char **argv) {
         printf("{\"out\": \"%s\", \"scheme\": \"%s\", \"method\": \"%s\", \"format\": \"%s\", "
                "\"quantized_linears\": %d, \"ragged_linears\": %d, \"quantized_weights\": %lld, \"quantized_bytes\": %lld, "
                "\"bits_per_weight\": %.6f, \"rel_error_mean\": %.6g, \"rel_error_max\": %.6g, "
-               "\"output_bytes\": %llu, \"zst_bytes\": %llu, \"source_sha256\": \"%s\", \"seconds\": %.3f}\n",
+               "\"output_bytes\": %llu, \"zst_bytes\": %llu, \"source_sha256\": \"%s\", \"seconds\": %.3f",
                p.out, r.scheme, p.method, r.format, r.n_quantized, r.n_ragged, r.n_weights, r.quant_bytes, r.bits_per_weight,
                r.mean_rel_err, r.max_rel_err, r.out_bytes, r.zst_bytes, r.source_sha256, r.seconds);
+        if (r.calibrated)
+            printf(", \"output_rel_error_mean\": %.6g, \"output_rel_error_max\": %.6g, \"calibration_windows\": %d, "
+                   "\"calibration_seqlen\": %d, \"resumed_blocks\": %d, \"damp_raised\": %d, "
+                   "\"memory_estimate_bytes\": %llu, \"peak_rss_bytes\": %llu",
+                   r.mean_out_err, r.max_out_err, r.calib_windows, r.calib_len, r.resumed_blocks, r.n_damp_raised,
+                   r.mem_estimate, r.peak_rss);
+        printf("}\n");
     } else {
         printf("%s: %s (%s), %d linears at %.4f bits per weight, rel err mean %.3e max %.3e, %llu bytes",
                p.out, r.scheme, r.format, r.n_quantized, r.bits_per_weight, r.mean_rel_err, r.max_rel_err,
                r.out_bytes);
         if (r.zst_bytes) printf(" (zstd %llu, ratio %.3f)", r.zst_bytes, (double)r.out_bytes / (double)r.zst_bytes);
+        if (r.calibrated)
+            printf(", output err mean %.3e max %.3e on %d x %d calibration tokens, peak %.1f MiB (estimate %.1f MiB)",
+                   r.mean_out_err, r.max_out_err, r.calib_windows, r.calib_len, r.peak_rss / 1048576.0,
+                   r.mem_estimate / 1048576.0);
         printf(", %.2f s\n", r.seconds);
     }
     if (r.n_ragged)

@@ -85,7 +85,7 @@ expect_fail 2 "group sizes are 32, 64, 128 or channel" "group 100" -- \
     $PQ quantize "$FIXTURE" -o "$TMP/bad" --group 100
 expect_fail 2 "--group abc: expected a group size" "group abc" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --group abc
 expect_fail 2 "--scheme w5a16: not a scheme" "unknown scheme" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --scheme w5a16
-expect_fail 2 "--method gptq: not available yet" "gptq not yet" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --method gptq
+expect_fail 2 "--method awq: not available yet" "awq not yet" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --method awq
 expect_fail 2 "-o OUT is required" "missing -o" -- $PQ quantize "$FIXTURE"
 [ ! -e "$TMP/bad" ] && ok "usage errors create nothing" || fail "usage errors left $TMP/bad"
 expect_fail 2 "already exists (--force replaces it)" "existing OUT without --force" -- \

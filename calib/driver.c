@@ -1,0 +1,269 @@
+// calib/driver.c — the streaming calibration loop (see driver.h).
+#include "calib/driver.h"
+
+#include <math.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "calib/xtx_cuda.h"
+#include "common/sys.h"
+#include "eval/backend.h"
+#include "eval/block_cpu.h"
+#include "kernels/blas.h"
+#include "kernels/ops.h"
+
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+
+const pq_input_group PQ_INPUT_GROUPS[PQ_NGROUPS] = {
+    {PQ_Q, 3, {PQ_Q, PQ_K, PQ_V}, "q/k/v"},
+    {PQ_O, 1, {PQ_O}, "o"},
+    {PQ_GATE, 2, {PQ_GATE, PQ_UP}, "gate/up"},
+    {PQ_DOWN, 1, {PQ_DOWN}, "down"},
+};
+
+int pq_input_group_cols(const pq_config *c, int g) {
+    switch (PQ_INPUT_GROUPS[g].input) {
+    case PQ_O: return c->n_heads * c->head_dim;
+    case PQ_DOWN: return c->intermediate;
+    default: return c->hidden;
+    }
+}
+
+// ---- the estimate ----------------------------------------------------------
+
+static size_t block_source_bytes(const pq_layer *L) {
+    size_t b = 0;
+    for (int s = 0; s < PQ_NLINEAR; s++) b += pq_linear_weight_bytes(&L->lin[s]);
+    return b;
+}
+
+// What one window through a block needs: pq_block_scratch for len tokens
+// (its linear workspace as a dense F16/BF16 or quantized linear of the
+// widest input needs it), the K/V of the window, a copy of the window.
+static size_t scratch_bytes(const pq_config *c, int len, int nthreads) {
+    size_t T = (size_t)len, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t per_token = 2 * c->hidden + 2 * qd + 4 * kvd + 2 * (size_t)c->intermediate + (size_t)c->head_dim;
+    size_t widest = (size_t)(c->intermediate > c->hidden ? c->intermediate : c->hidden);
+    pq_attn_shape as = {c->n_heads, c->n_kv_heads, c->head_dim, c->sliding_window};
+    return T * per_token * sizeof(float) + (size_t)nthreads * 128 * widest * sizeof(float) +
+           pq_attention_workspace_bytes(&as, len, nthreads) + T * c->hidden * sizeof(float);
+}
+
+void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib_method *meth,
+                       const pq_calib_run_params *p, pq_calib_report *r) {
+    const pq_config *c = &m->cfg;
+    memset(r, 0, sizeof *r);
+    r->base_rss = pq_rss_bytes();
+    if (!m->owned_weights) { // mapped from a file: the pages of one block, and the embedding rows
+        for (int l = 0; l < c->n_layers; l++) {
+            size_t b = block_source_bytes(&m->layers[l]);
+            r->model_bytes = b > r->model_bytes ? b : r->model_bytes;
+        }
+        r->model_bytes += pq_linear_weight_bytes(&m->embed);
+    }
+    r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
+    r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool));
+    for (int g = 0; g < PQ_NGROUPS; g++) {
+        size_t b = pq_act_stats_bytes(pq_input_group_cols(c, g), meth->stats);
+        r->stats_bytes = p->true_sequential ? (b > r->stats_bytes ? b : r->stats_bytes) : r->stats_bytes + b;
+    }
+    r->method_bytes = meth->work_bytes;
+    r->total = r->base_rss + r->model_bytes + r->act_bytes + r->scratch_bytes + r->stats_bytes + r->method_bytes;
+}
+
+// ---- the run ---------------------------------------------------------------
+
+typedef struct {
+    pq_model *m;
+    const pq_calib_data *d;
+    const pq_calib_method *meth;
+    const pq_calib_run_params *p;
+    pq_calib_report *r;
+    pq_block_scratch s;
+    size_t lin_ws;          // bytes of s.lin_ws
+    float *X, *xw;          // X [n][len][hidden], xw: one window
+    float *kc, *vc;         // [len][kv_dim]
+    double *inv_freq;
+    pq_act_stats st[PQ_NGROUPS];
+    int active[PQ_NGROUPS]; // measured in the current pass
+    int on_gpu;             // X^T X accumulated on the GPU
+    pq_xtx_cuda *gpu[PQ_NGROUPS];
+    pq_status hook_st;      // the first failure inside a hook
+} drv;
+
+static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
+    drv *v = ud;
+    for (int g = 0; g < PQ_NGROUPS; g++) {
+        if (PQ_INPUT_GROUPS[g].input != slot || !v->active[g]) continue;
+        double t0 = pq_now();
+        int what = v->st[g].want;
+        if (v->gpu[g]) {
+            what &= ~PQ_STAT_XTX;
+            if (v->hook_st == PQ_OK) v->hook_st = pq_xtx_cuda_add(v->gpu[g], x, T);
+        }
+        pq_act_stats_add(&v->st[g], x, T, what, v->p->pool);
+        v->r->t_stats += pq_now() - t0;
+    }
+}
+
+// The linear workspace for the block's current linears (quantized ones may need more).
+static pq_status ensure_ws(drv *v, const pq_layer *L) {
+    size_t need = v->lin_ws;
+    for (int s = 0; s < PQ_NLINEAR; s++) {
+        size_t b = pq_linear_workspace_bytes(&L->lin[s], pq_pool_size(v->p->pool));
+        need = b > need ? b : need;
+    }
+    if (need == v->lin_ws) return PQ_OK;
+    void *ws = pq_alloc(need);
+    PQ_FAIL_IF(!ws, PQ_ERR_NOMEM, "out of memory for a %zu-byte linear workspace", need);
+    pq_free(v->s.lin_ws);
+    v->s.lin_ws = ws;
+    v->lin_ws = need;
+    return PQ_OK;
+}
+
+// Every window through block l: in place on X (hooks NULL), or on a copy
+// with the hooks of the active groups.
+static pq_status pass(drv *v, int l, int measure) {
+    const pq_config *c = &v->m->cfg;
+    pq_layer *L = &v->m->layers[l];
+    PQ_TRY(ensure_ws(v, L));
+    pq_block_hooks hooks = {on_input, v};
+    size_t win = (size_t)v->d->len * c->hidden;
+    double t0 = pq_now(), t_stats0 = v->r->t_stats;
+    for (int w = 0; w < v->d->n && v->hook_st == PQ_OK; w++) {
+        float *x = v->X + (size_t)w * win;
+        if (measure) x = memcpy(v->xw, x, win * sizeof(float));
+        pq_block_forward_cpu(c, L, l, x, v->d->len, 0, v->kc, v->vc, &v->s, v->p->pool, measure ? &hooks : NULL);
+    }
+    v->r->t_forward += pq_now() - t0 - (v->r->t_stats - t_stats0);
+    return v->hook_st;
+}
+
+static pq_status check_finite(const drv *v, int l) {
+    size_t n = (size_t)v->d->n * v->d->len * v->m->cfg.hidden;
+    for (size_t i = 0; i < n; i++)
+        PQ_FAIL_IF(!isfinite(v->X[i]), PQ_ERR_NUMERIC,
+                   "calibration: block %d output is not finite (window %zu, token %zu, channel %zu)", l,
+                   i / ((size_t)v->d->len * v->m->cfg.hidden), i / v->m->cfg.hidden % v->d->len,
+                   i % v->m->cfg.hidden);
+    return PQ_OK;
+}
+
+// Drops the mapped source pages of a finished part of the model from this
+// process (they are not needed again). MADV_PAGEOUT never loses data, so
+// this is safe for memory the model owns too (there it does nothing
+// without swap).
+static void release(const pq_model *m, const pq_linear *lin) {
+    if (m->owned_weights || lin->fmt != PQ_W_DENSE) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = pq_linear_weight_bytes(lin);
+    uintptr_t a = ((uintptr_t)lin->w + page - 1) / page * page, e = ((uintptr_t)lin->w + bytes) / page * page;
+    if (e > a) madvise((void *)a, e - a, MADV_PAGEOUT);
+}
+
+// The stages of block l and its final in-place pass.
+static pq_status quantize_block(drv *v, int l) {
+    const pq_config *c = &v->m->cfg;
+    pq_layer *L = &v->m->layers[l];
+    int nstages = v->p->true_sequential ? PQ_NGROUPS : 1;
+    for (int stage = 0; stage < nstages; stage++) {
+        int g0 = v->p->true_sequential ? stage : 0, g1 = v->p->true_sequential ? stage + 1 : PQ_NGROUPS;
+        pq_status s = PQ_OK;
+        for (int g = g0; g < g1 && s == PQ_OK; g++) {
+            s = pq_act_stats_init(&v->st[g], pq_input_group_cols(c, g), v->meth->stats);
+            if (s == PQ_OK && v->on_gpu && (v->meth->stats & PQ_STAT_XTX))
+                s = pq_xtx_cuda_create(pq_input_group_cols(c, g), v->d->len, &v->gpu[g]);
+            v->active[g] = 1;
+        }
+        if (s == PQ_OK) s = pass(v, l, 1);
+        for (int g = g0; g < g1 && s == PQ_OK; g++)
+            if (v->gpu[g]) s = pq_xtx_cuda_read(v->gpu[g], v->st[g].xtx);
+        for (int g = g0; g < g1 && s == PQ_OK; g++) {
+            pq_act_stats_finish(&v->st[g]);
+            double t0 = pq_now();
+            s = v->meth->quantize_group(v->meth->ud, l, g, L, &v->st[g]);
+            v->r->t_method += pq_now() - t0;
+        }
+        for (int g = g0; g < g1; g++) {
+            pq_act_stats_free(&v->st[g]);
+            pq_xtx_cuda_free(v->gpu[g]);
+            v->gpu[g] = NULL;
+            v->active[g] = 0;
+        }
+        PQ_TRY(s);
+    }
+    PQ_TRY(pass(v, l, 0));
+    return check_finite(v, l);
+}
+
+static pq_status setup(drv *v) {
+    const pq_config *c = &v->m->cfg;
+    int len = v->d->len, nt = pq_pool_size(v->p->pool);
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+    PQ_TRY(pq_block_scratch_init(&v->s, c, len, len, nt, v->m->layers, c->n_layers, NULL));
+    for (int l = 0; l < c->n_layers; l++) PQ_TRY(ensure_ws(v, &v->m->layers[l]));
+    v->X = pq_alloc((size_t)v->d->n * len * c->hidden * sizeof(float));
+    v->xw = pq_alloc((size_t)len * c->hidden * sizeof(float));
+    v->kc = pq_alloc((size_t)len * kvd * sizeof(float));
+    v->vc = pq_alloc((size_t)len * kvd * sizeof(float));
+    v->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
+    PQ_FAIL_IF(!v->X || !v->xw || !v->kc || !v->vc || !v->inv_freq, PQ_ERR_NOMEM,
+               "out of memory for the calibration activations (%d windows of %d tokens: %.1f MiB)", v->d->n, len,
+               v->r->act_bytes / 1048576.0);
+    pq_rope_params rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
+                         c->rope_high_freq_factor, c->rope_orig_max_pos};
+    pq_rope_inv_freq(&rp, c->head_dim, v->inv_freq);
+    pq_block_rope_prepare(&v->s, v->inv_freq, c->head_dim, 0, len);
+    double t0 = pq_now();
+    for (size_t t = 0; t < (size_t)v->d->n * len; t++) {
+        int id = v->d->tokens[t];
+        PQ_FAIL_IF(id < 0 || id >= c->vocab, PQ_ERR_ARG, "calibration token %d is outside the vocabulary of %d", id,
+                   c->vocab);
+        pq_linear_rows(&v->m->embed, id, 1, v->X + t * c->hidden);
+    }
+    release(v->m, &v->m->embed);
+    v->r->t_embed = pq_now() - t0;
+    return PQ_OK;
+}
+
+pq_status pq_calib_run(pq_model *m, const pq_calib_data *d, const pq_calib_method *meth,
+                       const pq_calib_run_params *p, pq_calib_report *r) {
+    pq_calib_estimate(m, d, meth, p, r);
+    pq_peak_rss_reset(); // the peak measured is this run's (tokenizing the text may have peaked higher)
+    const pq_config *c = &m->cfg;
+    drv v = {.m = m, .d = d, .meth = meth, .p = p, .r = r};
+    pq_status s = PQ_OK;
+    int gpu = (meth->stats & PQ_STAT_XTX) &&
+              (p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0));
+    PQ_CHECK_GOTO(gpu && pq_cuda_device_count() < 1, s, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
+    if (p->first_block >= c->n_layers) goto done; // every block done: nothing to regenerate
+    PQ_TRY_GOTO(s, pq_blas_init());
+    PQ_TRY_GOTO(s, setup(&v));
+    v.on_gpu = r->on_gpu = gpu;
+    for (int l = 0; l < c->n_layers; l++) {
+        pq_layer saved = m->layers[l];
+        int resumed = l < p->first_block;
+        s = resumed ? meth->load_block(meth->ud, l, &m->layers[l]) : quantize_block(&v, l);
+        if (s == PQ_OK && resumed) s = pass(&v, l, 0);
+        if (s == PQ_OK) s = meth->block_done(meth->ud, l, resumed);
+        m->layers[l] = saved;
+        for (int k = 0; k < PQ_NLINEAR; k++) release(m, &saved.lin[k]);
+        PQ_TRY_GOTO(s, s);
+    }
+done:
+    for (int g = 0; g < PQ_NGROUPS; g++) {
+        pq_act_stats_free(&v.st[g]);
+        pq_xtx_cuda_free(v.gpu[g]);
+    }
+    pq_block_scratch_free(&v.s);
+    pq_free(v.X);
+    pq_free(v.xw);
+    pq_free(v.kc);
+    pq_free(v.vc);
+    free(v.inv_freq);
+    r->peak_rss = pq_peak_rss_bytes();
+    return s;
+}

@@ -1,0 +1,134 @@
+// calib/stats.c — activation statistics of one linear input (see stats.h).
+#include "calib/stats.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/sys.h"
+#include "kernels/blas.h"
+
+#define TILE PQ_STATS_TILE
+#define ROWS PQ_STATS_ROWS
+
+static int min_i(int a, int b) { return a < b ? a : b; }
+
+size_t pq_act_stats_bytes(int cols, int want) {
+    size_t c = (size_t)cols;
+    return (want & PQ_STAT_ABS ? c * (sizeof(double) + sizeof(float)) : 0) +
+           (want & PQ_STAT_XTX ? c * c * sizeof(float) : 0);
+}
+
+pq_status pq_act_stats_init(pq_act_stats *s, int cols, int want) {
+    memset(s, 0, sizeof *s);
+    s->cols = cols;
+    s->want = want;
+    size_t c = (size_t)cols;
+    int ok = 1;
+    if (want & PQ_STAT_ABS) ok = (s->abs_sum = pq_calloc(c * sizeof(double))) && (s->abs_max = pq_calloc(c * sizeof(float)));
+    if (ok && (want & PQ_STAT_XTX)) ok = (s->xtx = pq_calloc(c * c * sizeof(float))) != NULL;
+    if (!ok) {
+        pq_act_stats_free(s);
+        return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the statistics of %d input channels (%.1f MiB)", cols,
+                       pq_act_stats_bytes(cols, want) / 1048576.0);
+    }
+    return PQ_OK;
+}
+
+void pq_act_stats_free(pq_act_stats *s) {
+    if (!s) return;
+    pq_free(s->abs_sum);
+    pq_free(s->abs_max);
+    pq_free(s->xtx);
+    memset(s, 0, sizeof *s);
+}
+
+typedef struct {
+    pq_act_stats *s;
+    const float *x;
+    int T, nb; // nb: tiles per side
+} add_job;
+
+// Tile t of the upper triangle (row block bi <= column block bj, row by row).
+static void xtx_tile(void *ctx, int t, int tid) {
+    add_job *j = ctx;
+    int bi = 0;
+    while (t >= j->nb - bi) t -= j->nb - bi, bi++;
+    int bj = bi + t, cols = j->s->cols, i0 = bi * TILE, j0 = bj * TILE;
+    pq_sgemm_tn(min_i(TILE, cols - i0), min_i(TILE, cols - j0), j->T, 1.0f, j->x + i0, cols, j->x + j0, cols, 1.0f,
+                j->s->xtx + (size_t)i0 * cols + j0, cols);
+}
+
+// Columns [c0, c0 + TILE): |x| sums and maxima, tokens in order.
+static void abs_cols(void *ctx, int b, int tid) {
+    add_job *j = ctx;
+    int cols = j->s->cols, c0 = b * TILE, c1 = min_i(c0 + TILE, cols);
+    for (int t = 0; t < j->T; t++) {
+        const float *xr = j->x + (size_t)t * cols;
+        for (int c = c0; c < c1; c++) {
+            float a = fabsf(xr[c]);
+            j->s->abs_sum[c] += a;
+            if (a > j->s->abs_max[c]) j->s->abs_max[c] = a;
+        }
+    }
+}
+
+void pq_act_stats_add(pq_act_stats *s, const float *x, int T, int what, pq_pool *pool) {
+    if (T <= 0) return;
+    add_job j = {s, x, T, (s->cols + TILE - 1) / TILE};
+    what &= s->want;
+    if (what & PQ_STAT_XTX) pq_pool_for(pool, j.nb * (j.nb + 1) / 2, xtx_tile, &j);
+    if (what & PQ_STAT_ABS) pq_pool_for(pool, j.nb, abs_cols, &j);
+    s->n += T;
+}
+
+void pq_act_stats_finish(pq_act_stats *s) {
+    if (!s->xtx) return;
+    size_t c = (size_t)s->cols;
+    for (size_t i = 0; i < c; i++)
+        for (size_t k = 0; k < i; k++) s->xtx[i * c + k] = s->xtx[k * c + i];
+}
+
+// ---- output error --------------------------------------------------------
+
+size_t pq_act_stats_error_bytes(int rows, int cols, int nthreads) {
+    size_t chunks = (size_t)(rows + ROWS - 1) / ROWS;
+    return (size_t)nthreads * 4 * ROWS * (size_t)cols * sizeof(float) + 2 * chunks * sizeof(double);
+}
+
+typedef struct {
+    const pq_act_stats *s;
+    const float *w;
+    const pq_linear *wq;
+    float *buf;          // per thread: P [2 ROWS][cols], Y [2 ROWS][cols]
+    double *num, *den;   // [chunks]
+} err_job;
+
+// Rows [r0, r0 + n): P = [W; W - Wq], Y = P xtx, sums of P .* Y.
+static void err_chunk(void *ctx, int ci, int tid) {
+    err_job *j = ctx;
+    int cols = j->s->cols, r0 = ci * ROWS, n = min_i(ROWS, j->wq->rows - r0);
+    float *P = j->buf + (size_t)tid * 4 * ROWS * cols, *D = P + (size_t)n * cols, *Y = P + (size_t)2 * ROWS * cols;
+    memcpy(P, j->w + (size_t)r0 * cols, (size_t)n * cols * sizeof(float));
+    pq_linear_rows(j->wq, r0, n, D);
+    for (size_t i = 0; i < (size_t)n * cols; i++) D[i] = P[i] - D[i];
+    pq_sgemm_nn(2 * n, cols, cols, 1.0f, P, cols, j->s->xtx, cols, 0.0f, Y, cols);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)n * cols; i++) {
+        den += (double)P[i] * Y[i];
+        num += (double)D[i] * Y[(size_t)n * cols + i];
+    }
+    j->num[ci] = num;
+    j->den[ci] = den;
+}
+
+double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws,
+                                 pq_pool *pool) {
+    int chunks = (wq->rows + ROWS - 1) / ROWS;
+    err_job j = {s, w, wq, ws, NULL, NULL};
+    j.num = (double *)((char *)ws + (size_t)pq_pool_size(pool) * 4 * ROWS * s->cols * sizeof(float));
+    j.den = j.num + chunks;
+    pq_pool_for(pool, chunks, err_chunk, &j);
+    double num = 0, den = 0;
+    for (int i = 0; i < chunks; i++) num += j.num[i], den += j.den[i];
+    return den > 0 ? num / den : 0;
+}

@@ -1,0 +1,85 @@
+// calib/xtx_cuda.cu — X^T X with cuBLAS SSYRK (see xtx_cuda.h).
+#include "kernels/cuda_util.cuh"
+
+extern "C" {
+#include "calib/xtx_cuda.h"
+#include "eval/backend.h"
+}
+
+struct pq_xtx_cuda {
+    int cols, max_T;
+    float *d_x;   // [max_T][cols]
+    float *d_c;   // [cols][cols]; column-major lower == row-major upper
+    float *h_row; // [cols] staging for the read-back
+    cublasHandle_t blas;
+    cudaStream_t stream;
+};
+
+extern "C" void pq_xtx_cuda_free(pq_xtx_cuda *h) {
+    if (!h) return;
+    if (h->blas) cublasDestroy(h->blas);
+    if (h->stream) cudaStreamDestroy(h->stream);
+    cudaFree(h->d_x);
+    cudaFree(h->d_c);
+    free(h->h_row);
+    free(h);
+}
+
+static pq_status create(pq_xtx_cuda *h) {
+    size_t c = (size_t)h->cols;
+    PQ_CUDA_TRY(cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking));
+    PQ_CUBLAS_TRY(cublasCreate(&h->blas));
+    PQ_CUBLAS_TRY(cublasSetStream(h->blas, h->stream));
+    PQ_CUBLAS_TRY(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH)); // true f32: no TF32 in the Hessian
+    PQ_CUDA_TRY(cudaMalloc((void **)&h->d_x, (size_t)h->max_T * c * sizeof(float)));
+    PQ_CUDA_TRY(cudaMalloc((void **)&h->d_c, c * c * sizeof(float)));
+    h->h_row = (float *)malloc(c * sizeof(float));
+    PQ_FAIL_IF(!h->h_row, PQ_ERR_NOMEM, "out of memory");
+    return pq_xtx_cuda_reset(h);
+}
+
+extern "C" pq_status pq_xtx_cuda_create(int cols, int max_T, pq_xtx_cuda **out) {
+    *out = NULL;
+    PQ_FAIL_IF(cols < 1 || max_T < 1, PQ_ERR_ARG, "X^T X on the GPU: bad shape %d x %d", max_T, cols);
+    PQ_FAIL_IF(pq_cuda_device_count() < 1, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
+    pq_xtx_cuda *h = (pq_xtx_cuda *)calloc(1, sizeof *h);
+    PQ_FAIL_IF(!h, PQ_ERR_NOMEM, "out of memory");
+    h->cols = cols;
+    h->max_T = max_T;
+    pq_status s = create(h);
+    if (s != PQ_OK) {
+        pq_xtx_cuda_free(h);
+        return s;
+    }
+    *out = h;
+    return PQ_OK;
+}
+
+extern "C" pq_status pq_xtx_cuda_reset(pq_xtx_cuda *h) {
+    PQ_CUDA_TRY(cudaMemsetAsync(h->d_c, 0, (size_t)h->cols * h->cols * sizeof(float), h->stream));
+    return PQ_OK;
+}
+
+extern "C" pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const float *x, int T) {
+    PQ_FAIL_IF(T < 0 || T > h->max_T, PQ_ERR_ARG, "X^T X on the GPU: %d rows, at most %d", T, h->max_T);
+    if (T == 0) return PQ_OK;
+    const float one = 1.0f;
+    PQ_CUDA_TRY(cudaMemcpyAsync(h->d_x, x, (size_t)T * h->cols * sizeof(float), cudaMemcpyHostToDevice, h->stream));
+    // row-major x [T][cols] is the column-major cols x T matrix A: C += A A^T
+    PQ_CUBLAS_TRY(cublasSsyrk(h->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, h->cols, T, &one, h->d_x, h->cols, &one,
+                              h->d_c, h->cols));
+    PQ_CUDA_TRY(cudaStreamSynchronize(h->stream)); // x is the caller's buffer
+    return PQ_OK;
+}
+
+extern "C" pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx) {
+    size_t c = (size_t)h->cols;
+    // column j of the column-major lower triangle = row j of the row-major upper, from the diagonal on
+    for (size_t j = 0; j < c; j++) {
+        PQ_CUDA_TRY(cudaMemcpyAsync(h->h_row, h->d_c + j * c + j, (c - j) * sizeof(float), cudaMemcpyDeviceToHost,
+                                    h->stream));
+        PQ_CUDA_TRY(cudaStreamSynchronize(h->stream));
+        memcpy(xtx + j * c + j, h->h_row, (c - j) * sizeof(float));
+    }
+    return PQ_OK;
+}
