@@ -129,13 +129,6 @@ pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud,
     size_t len = 0, n_ids = 0;
     pq_status s;
     PQ_TRY_GOTO(s, pq_model_open(job->model, &m));
-    if (m->quant.quantized && m->quant.scheme.act != PQ_ACT_NONE) {
-        char desc[64];
-        pq_scheme_describe(&m->quant.scheme, desc, sizeof desc);
-        s = PQ_FAIL(PQ_ERR_FORMAT, "%s: %s quantizes activations per token at run time, which the engine cannot "
-                    "do yet (weight-only schemes run)", job->model, desc);
-        goto done;
-    }
     PQ_TRY_GOTO(s, pq_tok_load(job->model, &tok));
     int max_pos = m->cfg.max_pos;
     int ctx = job->ctx;

@@ -9,6 +9,7 @@
 
 #include "common/half.h"
 #include "common/sys.h"
+#include "kernels/w8a8.h"
 
 #define NAME_CAP 512
 
@@ -294,6 +295,11 @@ static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const c
     L->fmt = fp8 ? PQ_W_FP8 : PQ_W_INT8;
     if (fp8) L->f8 = (pq_fp8_weight){L->rows, L->cols, t->data, scales, !per_tensor};
     else L->i8 = (pq_int8_weight){L->rows, L->cols, t->data, scales};
+    // input_activations: dynamic per token (the kernels of kernels/w8a8.h)
+    if (info->scheme.act == PQ_ACT_NONE) return PQ_OK;
+    PQ_FAIL_IF(L->cols > PQ_W8A8_MAX_COLS, PQ_ERR_FORMAT, "%s: %d input features: W8A8 sums are exact in int32 for "
+               "at most %d", module, L->cols, PQ_W8A8_MAX_COLS);
+    L->act.type = info->scheme.act == PQ_ACT_INT8_TOKEN ? PQ_ACTQ_INT8 : PQ_ACTQ_FP8;
     return PQ_OK;
 }
 
