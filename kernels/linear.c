@@ -189,8 +189,8 @@ static int w8a8_task_rows(const pq_linear *W, int T, int nthreads) {
 }
 
 static void w8a8_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool) {
-    PQ_ASSERT((W->act.type == PQ_ACTQ_INT8 && W->fmt == PQ_W_INT8) ||
-              (W->act.type == PQ_ACTQ_FP8 && W->fmt == PQ_W_FP8));
+    PQ_ASSERT(((W->act.type == PQ_ACTQ_INT8 && W->fmt == PQ_W_INT8) ||
+               (W->act.type == PQ_ACTQ_FP8 && W->fmt == PQ_W_FP8)) && W->cols <= PQ_W8A8_MAX_COLS);
     size_t act_bytes = pq_w8a8_act_bytes(W8A8_CHUNK, W->cols);
     for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK) {
         int nt = T - t0 < W8A8_CHUNK ? T - t0 : W8A8_CHUNK;
