@@ -109,6 +109,9 @@ pq_status pq_st_writer_put(pq_st_writer *w, const char *name, const void *data, 
 pq_status pq_st_writer_sync(pq_st_writer *w);
 pq_status pq_st_writer_commit(pq_st_writer *w, int zstd_level);
 void pq_st_writer_free(pq_st_writer *w); // NULL-safe; removes an uncommitted temp file
+// Keeps the temporary file of an uncommitted writer when it is freed (a
+// resumable run that failed leaves it for --resume).
+void pq_st_writer_keep_tmp(pq_st_writer *w);
 const char *pq_st_writer_tmp_path(const pq_st_writer *w);
 // The final file size (header + data), known from begin / resume on.
 uint64_t pq_st_writer_total_bytes(const pq_st_writer *w);

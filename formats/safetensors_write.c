@@ -44,6 +44,7 @@ struct pq_st_writer {
     char *header; // the 8-byte length + padded JSON
     size_t header_len;
     uint64_t total; // header + data: the final file size
+    int keep_tmp;   // free leaves the temporary file
 };
 
 pq_status pq_st_writer_create(const char *final_path, pq_st_writer **out) {
@@ -266,7 +267,7 @@ pq_status pq_st_writer_commit(pq_st_writer *w, int zstd_level) {
 void pq_st_writer_free(pq_st_writer *w) {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
-    if (w->state == WRITING || w->state == FAILED) unlink(w->tmp_path);
+    if ((w->state == WRITING || w->state == FAILED) && !w->keep_tmp) unlink(w->tmp_path);
     for (int i = 0; i < w->n; i++) free(w->t[i].name);
     free(w->t);
     json_decref(w->meta);
@@ -278,3 +279,7 @@ void pq_st_writer_free(pq_st_writer *w) {
 const char *pq_st_writer_tmp_path(const pq_st_writer *w) { return w ? w->tmp_path : NULL; }
 
 uint64_t pq_st_writer_total_bytes(const pq_st_writer *w) { return w ? w->total : 0; }
+
+void pq_st_writer_keep_tmp(pq_st_writer *w) {
+    if (w) w->keep_tmp = 1;
+}

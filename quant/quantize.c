@@ -447,6 +447,7 @@ pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress
     if (r.calibrated) PQ_TRY_GOTO(s, pq_qrun_calib_finish(&r));
     PQ_TRY_GOTO(s, pq_outdir_commit(&r.dir));
 done:
+    if (s != PQ_OK && r.calibrated) s = pq_qrun_calib_failed(&r, s);
     pq_st_writer_free(r.w);
     pq_outdir_abort(&r.dir);
     pq_qrun_calib_free(&r);

@@ -33,8 +33,9 @@
 // regenerate the next block's input) and writes files byte-identical to an
 // uninterrupted run (pq.json's "seconds", "memory" and "threads" aside).
 // Without resume, such a leftover is refused (force discards it); a resume
-// whose inputs or flags differ is refused. An error that pq reports (not a
-// kill) still removes the temporary directory, as for every method.
+// whose inputs or flags differ is refused. A runtime error once the journal
+// exists (a full disk, a NaN weight) also keeps the directory for --resume
+// and says so; errors before that leave nothing, as for every method.
 #ifndef PQ_QUANTIZE_H
 #define PQ_QUANTIZE_H
 
@@ -121,8 +122,9 @@ typedef void (*pq_quantize_progress)(void *ud, const pq_quantize_event *e);
 // (the message names the tensor) and I/O failures (a full disk, an
 // unwritable OUT: the message names the file) are other errors. On any
 // error nothing is left at OUT (an existing OUT is untouched) and no
-// temporary directory remains (an interrupted calibrated run's temporary
-// directory, found at the start, is only removed with force). Calibrated
+// temporary directory remains, except a calibrated run's once its journal
+// exists (kept for --resume; one found at the start is only removed with
+// force). Calibrated
 // methods: a leftover of an interrupted run without resume, or with resume
 // but other inputs or flags, is PQ_ERR_ARG; a too-short calibration text is
 // PQ_ERR_FORMAT; --device cuda without a GPU is PQ_ERR_NO_DEVICE.

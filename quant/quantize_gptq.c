@@ -67,6 +67,8 @@ static void inputs_hash(pq_quantize_run *r) {
 
 pq_status pq_qrun_calib_prepare(pq_quantize_run *r) {
     const pq_quantize_params *p = r->p;
+    PQ_FAIL_IF(p->device == PQ_DEVICE_CUDA && pq_cuda_device_count() < 1, PQ_ERR_NO_DEVICE,
+               "--device cuda: no usable CUDA device");
     pq_tokenizer *tok;
     PQ_TRY(pq_tok_load(p->model, &tok));
     pq_status s = pq_calib_load(&p->calib, tok, r->m->cfg.max_pos, &r->calib);
@@ -156,9 +158,11 @@ pq_status pq_qrun_calib_outdir(pq_quantize_run *r) {
                    "%s: an interrupted run left %s; pass --resume to continue it or --force to start over", p->out,
                    tmp);
         PQ_TRY(pq_outdir_adopt(&r->dir, p->out, tmp, p->force));
-        PQ_TRY(lock_dir(r)); // not while another process runs in it
+        r->keep = 1; // not removed while another process holds it
+        PQ_TRY(lock_dir(r));
         pq_qrun_note(r, "removing the interrupted run's %s (--force)", tmp);
         pq_outdir_abort(&r->dir);
+        r->keep = 0;
         close(r->lock_fd);
         r->lock_fd = -1;
         found = 0;
@@ -169,7 +173,7 @@ pq_status pq_qrun_calib_outdir(pq_quantize_run *r) {
         return lock_dir(r);
     }
     PQ_TRY(pq_outdir_adopt(&r->dir, p->out, tmp, p->force));
-    r->adopted = 1;
+    r->adopted = r->keep = 1; // whatever fails from here on, the interrupted run stays
     PQ_TRY(lock_dir(r));
     PQ_TRY(journal_read(r));
     pq_qrun_note(r, "resuming %s: %d of %d blocks done", r->dir.tmp, r->blocks_done, r->m->cfg.n_layers);
@@ -178,7 +182,18 @@ pq_status pq_qrun_calib_outdir(pq_quantize_run *r) {
 
 pq_status pq_qrun_calib_started(pq_quantize_run *r) {
     PQ_TRY(pq_st_writer_sync(r->w));
-    return journal_write(r);
+    PQ_TRY(journal_write(r));
+    r->keep = r->started = 1;
+    return PQ_OK;
+}
+
+pq_status pq_qrun_calib_failed(pq_quantize_run *r, pq_status s) {
+    if (!r->keep || !r->dir.tmp[0]) return s;
+    pq_st_writer_keep_tmp(r->w);
+    if (r->started) pq_fail_context(s, "%s: %d of %d blocks done are kept in %s (fix the cause, then --resume)",
+                                    r->p->out, r->blocks_done, r->m->cfg.n_layers, r->dir.tmp);
+    r->dir.tmp[0] = '\0'; // not removed by pq_outdir_abort
+    return s;
 }
 
 pq_status pq_qrun_calib_finish(pq_quantize_run *r) {

@@ -38,6 +38,8 @@ typedef struct {
     pq_gptq_params gptq;
     char inputs[65];          // SHA-256 of everything the output depends on (the journal's key)
     int adopted;              // continuing an interrupted run's temporary directory
+    int keep;                 // the temporary directory holds a journal: an error leaves it for --resume
+    int started;              // the run is past its start (an error then says where the blocks stay)
     int blocks_done;          // finished blocks (from the journal when adopted)
     int lock_fd;              // flock on the temporary directory, -1 if none
     int n_damp_raised;
@@ -75,6 +77,11 @@ pq_status pq_qrun_calib_finish(pq_quantize_run *r);
 
 // pq.json's "calibration", "gptq" and "memory" objects (new references).
 json_t *pq_qrun_calib_provenance(const pq_quantize_run *r);
+
+// On an error s of a run whose temporary directory holds a journal: keeps
+// the directory (and the writer's temporary file) for --resume and says so
+// in the message. Returns s.
+pq_status pq_qrun_calib_failed(pq_quantize_run *r, pq_status s);
 
 void pq_qrun_calib_free(pq_quantize_run *r);
 

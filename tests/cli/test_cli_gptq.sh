@@ -1,0 +1,209 @@
+#!/bin/sh
+# pq quantize --method gptq on the fixture, calibrated on c4_validation_2k.txt
+# with few small windows (test time): end to end (GPTQ beats RTN at W4 and
+# W3 g32 on the golden protocol's first windows), pq.json provenance,
+# byte-identical outputs for repeated runs and thread counts, act-order /
+# static groups in the checkpoint, kill -9 at several points (test hooks and
+# a real kill at a random time) and --resume giving byte-identical files,
+# leftovers and bad inputs refused with one line and the right exit code.
+#
+# The kill points use the test-only hooks of quant/quantize_gptq.c:
+# PQ_TEST_KILL_AFTER_BLOCK=k (block k's tensors written, not yet fsync'd nor
+# journaled) and PQ_TEST_KILL_AFTER_JOURNAL=k (block k journaled).
+. tests/cli/lib.sh
+
+CALIB=$SHARED/data/c4_validation_2k.txt
+TEXT=$SHARED/data/tinystories_val_prefix.txt
+G="--method gptq --calib $CALIB --nsamples 8 --seqlen 256"
+PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows 100 --device cpu --json"
+
+ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
+less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'; }
+no_leftovers() { [ -z "$(ls -d "$1".pq-tmp-* "$1".pq-old-* 2>/dev/null)" ]; }
+# pq.json without what legitimately differs between runs (timings, memory, threads)
+stable_json() { jq -S 'del(.seconds, .memory, .threads)' "$1/pq.json"; }
+# same_output A B: every file byte-identical, pq.json up to timings
+same_output() {
+    for f in model.safetensors config.json tokenizer.json tokenizer_config.json; do
+        cmp -s "$1/$f" "$2/$f" || return 1
+    done
+    [ "$(stable_json "$1")" = "$(stable_json "$2")" ]
+}
+quantize() { $PQ quantize "$FIXTURE" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
+
+# ---- end to end, GPTQ vs RTN -------------------------------------------------
+for bits in 4 3; do
+    if quantize -o "$TMP/gptq$bits" $G --group 32 --bits $bits &&
+        quantize -o "$TMP/rtn$bits" --group 32 --bits $bits; then
+        pg=$(ppl_of "$TMP/gptq$bits"); pr=$(ppl_of "$TMP/rtn$bits")
+        less_than "$pg" "$pr" && ok "W$bits g32: GPTQ PPL $pg < RTN $pr (first 100 windows)" ||
+            fail "W$bits g32: GPTQ '$pg' vs RTN '$pr': $(cat "$TMP/ppl_err")"
+    else
+        fail "W$bits g32 quantize: $(cat "$TMP/q_out" "$TMP/q_err")"
+    fi
+done
+out=$TMP/gptq4
+quantize -o "$TMP/echo" $G --group 32 --act-order
+head -n 1 "$TMP/q_err" | grep -q "^pq quantize: $FIXTURE -> $TMP/echo: gptq w4a16 g32 sym (pack-quantized), calibration $CALIB 8 x 256 tokens (random, seed 0), damp 0.01, block 128, act-order" &&
+    grep -q '^pq quantize: memory estimate [0-9.]* MiB: ' "$TMP/q_err" &&
+    [ "$(grep -c '^pq quantize: layer [1-5]/5 rel err [0-9.e+-]*, output err [0-9.e+-]*$' "$TMP/q_err")" -eq 5 ] &&
+    grep -q '^pq quantize: peak memory [0-9.]* MiB (estimate [0-9.]* MiB, ratio [0-9.]*)$' "$TMP/q_err" &&
+    ok "stderr: the configuration, the memory estimate, one line per layer with its output error, the peak" ||
+    fail "stderr: $(cat "$TMP/q_err")"
+sha=$(sha256sum "$CALIB" | cut -d' ' -f1)
+j=$out/pq.json
+[ "$(jq -r .method "$j")" = gptq ] && [ "$(jq -r .calibration.sha256 "$j")" = "$sha" ] &&
+    [ "$(jq .calibration.nsamples "$j")" = 8 ] && [ "$(jq .calibration.seqlen "$j")" = 256 ] &&
+    [ "$(jq .calibration.seed "$j")" = 0 ] && [ "$(jq .gptq.damp "$j")" = 0.01 ] &&
+    [ "$(jq '[.layers[] | select(.output_rel_error > 0 and .output_rel_error < 1)] | length' "$j")" = 35 ] &&
+    [ "$(jq '.memory.peak_rss_bytes > 0 and .memory.estimate_bytes > 0' "$j")" = true ] &&
+    ok "pq.json: method, calibration sha256 $sha, N, L, seed, damp, 35 per-linear output errors, memory" ||
+    fail "pq.json: $(jq -c '{method, calibration, gptq, l0: .layers[0]}' "$j")"
+[ "$(jq .quantization_config.config_groups.group_0.weights.num_bits "$TMP/gptq3/config.json")" = 3 ] &&
+    $PQ inspect "$TMP/gptq3" --summary 2>&1 | grep -q '^quantization: w4a16 g32 sym 3-bit' &&
+    ok "--bits 3: num_bits 3 in config.json, inspect shows it" || fail "--bits 3: $($PQ inspect "$TMP/gptq3" --summary 2>&1)"
+
+# ---- determinism -----------------------------------------------------------------
+quantize -o "$TMP/again" $G --group 32 --bits 4 --threads 1 && same_output "$out" "$TMP/again" &&
+    ok "a second run with --threads 1: byte-identical files" || fail "rerun differs: $(cat "$TMP/q_err")"
+A="--group 32 --asym --act-order"
+quantize -o "$TMP/ao" $G $A --threads 2 && quantize -o "$TMP/ao1" $G $A --threads 1 && same_output "$TMP/ao" "$TMP/ao1" &&
+    ok "act-order asym: --threads 1 and 2 byte-identical" || fail "act-order threads: $(cat "$TMP/q_err")"
+cfg=$TMP/ao/config.json
+hdr=$(od -An -t u8 -N 8 "$TMP/ao/model.safetensors" | tr -d ' ')
+names=$(dd if="$TMP/ao/model.safetensors" bs=1 skip=8 count="$hdr" 2>/dev/null)
+[ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$cfg")" = group ] &&
+    echo "$names" | grep -q '"model.layers.0.mlp.down_proj.weight_g_idx":{"dtype":"I32","shape":\[172\]' &&
+    p=$(ppl_of "$TMP/ao") && [ -n "$p" ] &&
+    ok "act-order: actorder \"group\", weight_g_idx I32 [in] per linear, loads (PPL $p)" ||
+    fail "act-order checkpoint: $(jq -c .quantization_config.config_groups.group_0.weights "$cfg") $(cat "$TMP/ppl_err")"
+quantize -o "$TMP/sg" $G --group 32 --act-order --static-groups &&
+    [ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$TMP/sg/config.json")" = weight ] &&
+    ! grep -q weight_g_idx "$TMP/sg/model.safetensors" && [ -n "$(ppl_of "$TMP/sg")" ] &&
+    ok "act-order + static groups: actorder \"weight\", no g_idx" || fail "static groups: $(cat "$TMP/q_err")"
+quantize -o "$TMP/ts" $G --group 32 --true-sequential && ! cmp -s "$TMP/ts/model.safetensors" "$out/model.safetensors" &&
+    [ "$(jq .gptq.true_sequential "$TMP/ts/pq.json")" = true ] && [ -n "$(ppl_of "$TMP/ts")" ] &&
+    ok "--true-sequential: other codes, recorded in pq.json" || fail "true-sequential: $(cat "$TMP/q_err")"
+
+# ---- kill and resume ------------------------------------------------------------------
+# kill_resume NAME VAR K: killed by the hook, refused without --resume, resumed identical
+kill_resume() {
+    name=$1; var=$2; k=$3; o=$TMP/k_$name
+    env "$var=$k" $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 >/dev/null 2>"$TMP/k_err"
+    rc=$?
+    if [ $rc -ne 137 ] || [ -e "$o" ] || no_leftovers "$o"; then
+        fail "$name: killed run: exit $rc, $(ls -d "$o"* 2>&1)"; return
+    fi
+    expect_fail 2 "an interrupted run left $o.pq-tmp-" "$name: rerun without --resume refused" -- \
+        $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4
+    if quantize -o "$o" $G --group 32 --bits 4 --resume && same_output "$out" "$o" && no_leftovers "$o"; then
+        ok "$name: --resume continues ($(grep -c 'resumed)$' "$TMP/q_err") blocks re-run), byte-identical files"
+    else
+        fail "$name: resume: $(cat "$TMP/q_err"); $(cmp "$out/model.safetensors" "$o/model.safetensors" 2>&1)"
+    fi
+}
+kill_resume block1 PQ_TEST_KILL_AFTER_BLOCK 1
+kill_resume block3 PQ_TEST_KILL_AFTER_BLOCK 3
+kill_resume journal2 PQ_TEST_KILL_AFTER_JOURNAL 2
+kill_resume journal5 PQ_TEST_KILL_AFTER_JOURNAL 5
+
+# a real kill -9 at a random moment of a longer run (64 windows)
+R="--nsamples 64 --seqlen 256"
+start=$(date +%s%N)
+quantize -o "$TMP/rk_ref" $G $R --group 32
+dur=$(( ($(date +%s%N) - start) / 1000000 ))
+delay=$(awk -v d="$dur" -v r="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.3f", (0.15 + 0.8 * r / 65535) * d / 1000 }')
+$PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 >/dev/null 2>&1 &
+pid=$!
+sleep "$delay"
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+if [ -e "$TMP/rk" ]; then
+    echo "skip - kill -9 after ${delay}s of a ${dur}ms run: it had already finished"
+elif $PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 --resume >"$TMP/q_out" 2>"$TMP/q_err" &&
+    same_output "$TMP/rk_ref" "$TMP/rk" && no_leftovers "$TMP/rk"; then
+    ok "kill -9 after ${delay}s of a ${dur}ms run, then --resume: byte-identical ($(grep -c 'resumed)$' "$TMP/q_err") blocks re-run)"
+else
+    fail "kill -9 after ${delay}s: resume: $(cat "$TMP/q_err")"
+fi
+
+# other flags on resume refused; --force starts over; a locked leftover refused
+o=$TMP/k_flags
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 >/dev/null 2>&1
+expect_fail 2 "used other inputs or flags" "--resume with another --damp" -- \
+    $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --damp 0.02 --resume
+leftover=$(ls -d "$o".pq-tmp-* 2>/dev/null)
+flock "$leftover/pq.lock" sleep 3 &
+lockpid=$!
+sleep 0.3
+expect_fail 2 "another pq quantize is writing it" "--resume while another process holds the lock" -- \
+    $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --resume
+expect_fail 2 "another pq quantize is writing it" "--force while another process holds the lock" -- \
+    $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --force
+wait $lockpid
+[ "$leftover" = "$(ls -d "$o".pq-tmp-* 2>/dev/null)" ] && [ -f "$leftover/pq-journal.json" ] &&
+    ok "refused resumes left the interrupted run as it was" || fail "the leftover changed: $(ls -la "$o".pq-tmp-* 2>&1)"
+quantize -o "$o" $G --group 32 --bits 4 --damp 0.02 --force && [ "$(jq .gptq.damp "$o/pq.json")" = 0.02 ] &&
+    no_leftovers "$o" && ok "--force discards the interrupted run and starts over" || fail "--force: $(cat "$TMP/q_err")"
+quantize -o "$TMP/fresh" $G --group 32 --bits 4 --resume && grep -q 'no interrupted run of .* to continue; starting' "$TMP/q_err" &&
+    same_output "$out" "$TMP/fresh" && ok "--resume with nothing to resume starts (same files)" ||
+    fail "--resume fresh: $(cat "$TMP/q_err")"
+
+# a runtime failure after the start keeps the finished blocks: a NaN in one weight of layer 2
+mkdir -p "$TMP/nan"
+cp "$FIXTURE"/*.json "$FIXTURE/model.safetensors" "$TMP/nan/"
+st=$TMP/nan/model.safetensors
+hlen=$(od -An -t u8 -N 8 "$st" | tr -d ' ')
+begin=$(dd if="$st" bs=1 skip=8 count="$hlen" 2>/dev/null |
+    sed 's/.*"model\.layers\.2\.mlp\.up_proj\.weight":{[^}]*"data_offsets":\[\([0-9]*\),.*/\1/')
+printf '\000\176' | dd of="$st" bs=1 seek=$((8 + hlen + begin + 2 * 77)) conv=notrunc 2>/dev/null
+$PQ quantize "$TMP/nan" -o "$TMP/nanout" $G --group 32 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+last=$(tail -n 1 "$TMP/err")
+kept=$(ls -d "$TMP"/nanout.pq-tmp-* 2>/dev/null)
+if [ $rc -eq 1 ] && printf '%s' "$last" | grep -q "nanout: 2 of 5 blocks done are kept in $kept (fix the cause, then --resume): .*model.layers.2.mlp.up_proj.weight: weight \[1, 13\] is NaN" &&
+    [ ! -e "$TMP/nanout" ] && [ -f "$kept/pq-journal.json" ] && [ -f "$kept/model.safetensors.tmp" ]; then
+    ok "a NaN weight in layer 2: exit 1, blocks 0-1 kept with their journal: $last"
+else
+    fail "NaN in layer 2: exit $rc, $(cat "$TMP/err"); $(ls -la "$kept" 2>&1)"
+fi
+
+# ---- bad inputs ------------------------------------------------------------------------
+B=$TMP/bad
+printf 'Once upon a time.\n' >"$TMP/short.txt"
+expect_fail 2 "--method gptq needs calibration text: --calib FILE" "no --calib" -- $PQ quantize "$FIXTURE" -o "$B" --method gptq
+expect_fail 1 "/nonexistent.txt: cannot open" "missing calibration file" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --method gptq --calib /nonexistent.txt
+expect_fail 1 "fewer than one calibration window of 255" "calibration text shorter than one window" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --method gptq --calib "$TMP/short.txt" --seqlen 256
+expect_fail 2 "--nsamples 0: need at least one calibration window" "--nsamples 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --nsamples 0
+expect_fail 2 "--seqlen 0: a calibration window needs at least 2 tokens" "--seqlen 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --seqlen 0
+expect_fail 2 "--damp 0: not in (0, 100]" "--damp 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --damp 0
+expect_fail 2 "--block-size 0: not in 1..65536" "--block-size 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --block-size 0
+expect_fail 2 "--bits 9: not in 2..8" "--bits 9" -- $PQ quantize "$FIXTURE" -o "$B" $G --bits 9
+expect_fail 2 "--bits 3: only the weight-only integer schemes" "--bits with w8a8" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --scheme w8a8 --bits 3
+expect_fail 2 "--method gptq --scheme fp8: GPTQ writes the weight-only integer schemes" "gptq fp8" -- \
+    $PQ quantize "$FIXTURE" -o "$B" $G --scheme fp8
+expect_fail 2 "--act-order: only for a calibrated method (--method gptq), not --method rtn" "--act-order with rtn" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --act-order
+expect_fail 2 "--resume: only for a calibrated method" "--resume with rtn" -- $PQ quantize "$FIXTURE" -o "$B" --resume
+expect_fail 2 "--calib-mode: 'shuffle' is not one of the choices" "bad --calib-mode" -- \
+    $PQ quantize "$FIXTURE" -o "$B" $G --calib-mode shuffle
+expect_fail 2 "--seed -1: must be 0 or more" "negative --seed" -- $PQ quantize "$FIXTURE" -o "$B" $G --seed -1
+# --device cuda: Hessians on the GPU when there is one, else one line and exit 1
+if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_out" 2>"$TMP/q_err"; then
+    [ "$(jq -r .gptq.hessian_device "$TMP/cuda/pq.json")" = cuda ] && [ -n "$(ppl_of "$TMP/cuda")" ] &&
+        ok "--device cuda: X^T X accumulated on the GPU, the output loads" || fail "--device cuda: $(cat "$TMP/q_err")"
+elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device$" &&
+    no_leftovers "$TMP/cuda" && [ ! -e "$TMP/cuda" ]; then
+    ok "--device cuda without a GPU: exit 1, $(tail -n 1 "$TMP/q_err")"
+else
+    fail "--device cuda: $(cat "$TMP/q_err")"
+fi
+[ ! -e "$B" ] && no_leftovers "$B" && ok "bad inputs leave nothing behind" || fail "bad inputs left $(ls -d "$B"*)"
+$PQ quantize --help >"$TMP/help" && grep -q -- '--calib FILE' "$TMP/help" && grep -q -- '--nsamples N .*(default: 128)' "$TMP/help" &&
+    grep -q -- '--seqlen L .*(default: 2048)' "$TMP/help" && grep -q -- '--damp X .*(default: 0.01)' "$TMP/help" &&
+    grep -q -- '--block-size N .*(default: 128)' "$TMP/help" && grep -q -- '--calib-mode random|concat' "$TMP/help" &&
+    ok "pq quantize --help lists the GPTQ flags with defaults" || fail "--help: $(cat "$TMP/help")"
+finish
