@@ -1,12 +1,14 @@
 // The CUDA backend of the inference engine (eval/backend.h), the GPU twin of
 // eval/engine_cpu.c + eval/block_cpu.c.
 //
-// Weights are uploaded once as FP16 (kernels/linear_cuda.h); the KV cache is
-// FP16 on the device; the residual stream and every matrix-product output
-// are f32; the inputs of matrix products (normed activations, attention
-// output, SwiGLU output) are FP16. All work goes on one stream with one
-// cuBLAS handle, and forward() waits for it so that a fault is reported by
-// the call that caused it. One engine must not be used by two threads at once.
+// Weights are uploaded once, dense ones as FP16 and quantized ones as
+// stored (kernels/linear_cuda.h); the KV cache is FP16 on the device; the
+// residual stream and every matrix-product output are f32; the inputs of
+// matrix products (normed activations, attention output, SwiGLU output) are
+// FP16. All work goes on one stream with one linear-layer context (cuBLAS,
+// cuBLASLt, the workspace of the largest linear), and forward() waits for
+// it so that a fault is reported by the call that caused it. One engine
+// must not be used by two threads at once.
 //
 // One decoder block, T tokens at positions pos0.. (shapes per token):
 //   xn = rmsnorm(x)                                FP16 [H]
@@ -41,7 +43,7 @@ typedef struct {
     const pq_model *m;
     int device, max_ctx, last_T;
     cudaStream_t stream;
-    cublasHandle_t cublas;
+    pq_cuda_ctx *ctx;               // cuBLAS / cuBLASLt handles and the linear layers' workspace
     pq_linear_cuda embed, lm_head;  // lm_head aliases embed's weight when they are the same tensor
     cuda_layer *layers;             // [n_layers]
     float *d_final_norm;            // f32 [H]
@@ -109,29 +111,29 @@ static pq_status run_block(cuda_backend *cb, int l, int T, int pos0) {
     const pq_config *c = &cb->m->cfg;
     const cuda_layer *L = &cb->layers[l];
     cudaStream_t st = cb->stream;
-    void *blas = cb->cublas;
+    pq_cuda_ctx *ctx = cb->ctx;
     int H = c->hidden, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     size_t layer_off = (size_t)l * cb->max_ctx * kvd;
     uint16_t *kc = cb->d_kcache + layer_off, *vc = cb->d_vcache + layer_off;
     pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, c->sliding_window};
     // attention
     PQ_TRY(pq_rmsnorm_cuda(cb->d_x, L->d_attn_norm, T, H, c->rms_eps, cb->d_xn, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_Q], cb->d_xn, T, cb->d_q, blas, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_K], cb->d_xn, T, cb->d_k, blas, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_V], cb->d_xn, T, cb->d_v, blas, st));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_Q], cb->d_xn, T, cb->d_q, ctx));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_K], cb->d_xn, T, cb->d_k, ctx));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_V], cb->d_xn, T, cb->d_v, ctx));
     PQ_TRY(pq_rope_apply_cuda(cb->d_q, T, qd, c->n_heads, hd, cb->d_cs, cb->d_sn, st));
     PQ_TRY(pq_rope_apply_cuda(cb->d_k, T, kvd, c->n_kv_heads, hd, cb->d_cs, cb->d_sn, st));
     PQ_TRY(pq_f32_to_f16_cuda(cb->d_k, (size_t)T * kvd, kc + (size_t)pos0 * kvd, st));
     PQ_TRY(pq_f32_to_f16_cuda(cb->d_v, (size_t)T * kvd, vc + (size_t)pos0 * kvd, st));
     PQ_TRY(pq_attention_cuda(&as, cb->d_q, kc, vc, T, pos0, cb->d_att, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_O], cb->d_att, T, cb->d_out, blas, st));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_O], cb->d_att, T, cb->d_out, ctx));
     PQ_TRY(pq_add_cuda(cb->d_x, cb->d_out, (size_t)T * H, st));
     // MLP
     PQ_TRY(pq_rmsnorm_cuda(cb->d_x, L->d_mlp_norm, T, H, c->rms_eps, cb->d_xn, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_GATE], cb->d_xn, T, cb->d_gate, blas, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_UP], cb->d_xn, T, cb->d_up, blas, st));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_GATE], cb->d_xn, T, cb->d_gate, ctx));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_UP], cb->d_xn, T, cb->d_up, ctx));
     PQ_TRY(pq_swiglu_cuda(cb->d_gate, cb->d_up, (size_t)T * c->intermediate, cb->d_act, st));
-    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_DOWN], cb->d_act, T, cb->d_out, blas, st));
+    PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_DOWN], cb->d_act, T, cb->d_out, ctx));
     PQ_TRY(pq_add_cuda(cb->d_x, cb->d_out, (size_t)T * H, st));
     return PQ_OK;
 }
@@ -175,8 +177,7 @@ static pq_status cuda_logits(pq_backend *b, int row0, int n, float *logits) {
     PQ_CUDA_TRY(cudaSetDevice(cb->device));
     for (int r = 0; r < n; r += LOGIT_ROWS) {
         int nr = n - r < LOGIT_ROWS ? n - r : LOGIT_ROWS;
-        PQ_TRY(pq_linear_cuda_forward(&cb->lm_head, cb->d_xn + (size_t)(row0 + r) * H, nr, cb->d_logits, cb->cublas,
-                                      cb->stream));
+        PQ_TRY(pq_linear_cuda_forward(&cb->lm_head, cb->d_xn + (size_t)(row0 + r) * H, nr, cb->d_logits, cb->ctx));
         // pageable destination: returns when the copy is done (the stream is
         // waited for first), so d_logits is free for the next chunk
         PQ_CUDA_TRY(cudaMemcpyAsync(logits + (size_t)r * V, cb->d_logits, (size_t)nr * V * sizeof(float),
@@ -206,7 +207,7 @@ static void cuda_free(pq_backend *b) {
                     cb->d_k,          cb->d_v,        cb->d_att,    cb->d_gate,   cb->d_up,     cb->d_act,
                     cb->d_out,        cb->d_cs,       cb->d_sn,     cb->d_kcache, cb->d_vcache, cb->d_logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
-    if (cb->cublas) cublasDestroy(cb->cublas);
+    pq_cuda_ctx_free(cb->ctx);
     if (cb->stream) cudaStreamDestroy(cb->stream);
     free(cb);
 }
@@ -234,6 +235,9 @@ static pq_status upload_weights(cuda_backend *cb) {
     const pq_model *m = cb->m;
     const pq_config *c = &m->cfg;
     char what[128];
+    // the embedding gather reads FP16 rows
+    PQ_FAIL_IF(m->embed.fmt != PQ_W_DENSE, PQ_ERR_FORMAT,
+               "%s: a quantized model.embed_tokens is not supported by the CUDA backend", m->dir);
     PQ_TRY(pq_linear_cuda_upload(&m->embed, "model.embed_tokens", &cb->embed));
     if (m->lm_head.w == m->embed.w && m->lm_head.fmt == m->embed.fmt && m->lm_head.dense_type == m->embed.dense_type &&
         m->lm_head.rows == m->embed.rows && m->lm_head.cols == m->embed.cols && !m->lm_head.bias)
@@ -255,6 +259,18 @@ static pq_status upload_weights(cuda_backend *cb) {
         PQ_TRY(dev_vector(&cb->layers[l].d_mlp_norm, L->mlp_norm, (size_t)c->hidden, what));
     }
     return PQ_OK;
+}
+
+// The largest workspace a linear needs: max_ctx tokens through the layers,
+// LOGIT_ROWS through the head.
+static size_t workspace_bytes(const cuda_backend *cb) {
+    size_t ws = pq_linear_cuda_workspace_bytes(&cb->lm_head, LOGIT_ROWS);
+    for (int l = 0; l < cb->m->cfg.n_layers; l++)
+        for (int i = 0; i < PQ_NLINEAR; i++) {
+            size_t b = pq_linear_cuda_workspace_bytes(&cb->layers[l].lin[i], cb->max_ctx);
+            if (b > ws) ws = b;
+        }
+    return ws;
 }
 
 static pq_status alloc_activations(cuda_backend *cb) {
@@ -311,9 +327,8 @@ static pq_status setup(cuda_backend *cb, int device) {
     PQ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     snprintf(cb->base.desc, sizeof cb->base.desc, "cuda (%.100s)", prop.name);
     PQ_CUDA_TRY(cudaStreamCreate(&cb->stream));
-    PQ_CUBLAS_TRY(cublasCreate(&cb->cublas));
-    PQ_CUBLAS_TRY(cublasSetStream(cb->cublas, cb->stream));
     PQ_TRY(upload_weights(cb));
+    PQ_TRY(pq_cuda_ctx_create(cb->stream, workspace_bytes(cb), &cb->ctx));
     PQ_TRY(alloc_activations(cb));
     return PQ_OK;
 }

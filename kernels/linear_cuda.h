@@ -3,11 +3,24 @@
 //
 //   y[T, rows] = x[T, cols] . W[rows, cols]^T (+ bias[rows])     x FP16, y f32
 //
-// Formats: PQ_W_DENSE (F16 / BF16 / F32 on the host) is stored on the device
-// as FP16 [rows][cols] and multiplied with cublasGemmEx (FP16 inputs, f32
-// accumulation and output). Quantized formats will add their fields to
-// pq_linear_cuda and a fused dequantizing kernel behind
-// pq_linear_cuda_forward, keyed by `fmt`.
+// Formats on the device (kernels/quant_cuda.h has the kernels):
+//   PQ_W_DENSE  F16 / BF16 / F32 on the host, stored as FP16 [rows][cols],
+//               multiplied with cublasGemmEx (FP16 inputs, f32 accumulation).
+//   PQ_W_QPACK  the packed words as stored (kernels/qpack.h), each row padded
+//               with zero words to `ldw` (a multiple of 16 words, 64 bytes, so
+//               the GEMV reads whole 16-byte vectors); scales as FP16 when
+//               every scale is exactly an FP16 value, else f32; zero points
+//               uint8; g_idx int32.
+//   PQ_W_INT8 / PQ_W_FP8  the int8 / E4M3 bytes as stored, each row padded
+//               with zero bytes to `ldq` (a multiple of 64) and the rows
+//               padded with zero rows to a multiple of 16 (what cuBLASLt's
+//               INT8 / FP8 GEMMs want); f32 scales.
+// Quantized weights are never expanded to a dense matrix: T <= 32 tokens run
+// the fused dequantizing GEMV (8 tokens per pass), more tokens dequantize
+// panels of rows into FP16 workspace and multiply them with cuBLAS; W8A8
+// linears (act.type != PQ_ACTQ_NONE) quantize the activations per token on
+// the device and run cuBLASLt's INT8 (IMMA) or FP8 GEMM (kernels/w8a8.h has
+// the semantics).
 #ifndef PQ_LINEAR_CUDA_H
 #define PQ_LINEAR_CUDA_H
 
@@ -24,10 +37,35 @@ extern "C" {
 typedef struct {
     pq_wformat fmt;
     int rows, cols;
-    uint16_t *d_w;   // PQ_W_DENSE: FP16 [rows][cols]
-    float *d_bias;   // f32 [rows] or NULL
-    int borrowed_w;  // d_w belongs to another pq_linear_cuda (a tied embedding): not freed here
+    pq_actq act;         // W8A8 (PQ_W_INT8 / PQ_W_FP8); PQ_ACTQ_NONE: weight only
+    uint16_t *d_w;       // PQ_W_DENSE: FP16 [rows][cols]
+    // PQ_W_QPACK
+    int bits, group, ngroups, ldw;
+    uint32_t *d_packed;  // [rows][ldw]
+    void *d_scales;      // [rows][ngroups]: __half when scales_f16, else float
+    int scales_f16;
+    uint8_t *d_zeros;    // [rows][ngroups] or NULL (symmetric: 2^(bits-1))
+    int32_t *d_gidx;     // [cols] or NULL
+    // PQ_W_INT8 / PQ_W_FP8
+    int ldq;
+    uint8_t *d_q;        // [rows rounded up to 16][ldq]
+    float *d_wscale;     // [rows], or [1] for an FP8 per-tensor scale (per_channel 0)
+    int per_channel;
+    float *d_bias;       // f32 [rows] or NULL
+    int borrowed_w;      // d_w belongs to another pq_linear_cuda (a tied embedding): not freed here
 } pq_linear_cuda;
+
+// What forward calls share: the stream, cuBLAS and cuBLASLt handles, a
+// device workspace and cuBLASLt's algorithm choices (looked up once per
+// shape). One context must not be used by two host threads at once.
+typedef struct pq_cuda_ctx pq_cuda_ctx;
+
+// A context on `stream` (a cudaStream_t) with ws_bytes of device workspace
+// (the largest pq_linear_cuda_workspace_bytes of the linears it will run).
+// On error *out is NULL and nothing stays allocated.
+pq_status pq_cuda_ctx_create(void *stream, size_t ws_bytes, pq_cuda_ctx **out);
+void pq_cuda_ctx_free(pq_cuda_ctx *c); // NULL-safe; does not wait for the stream
+void *pq_cuda_ctx_stream(const pq_cuda_ctx *c);
 
 // Copies n elements of a dense host array of type dt to a new device buffer
 // as FP16 (*d_out, free with cudaFree). F16 is copied as is; BF16 and F32
@@ -37,21 +75,28 @@ typedef struct {
 pq_status pq_cuda_upload_f16(pq_dense_type dt, const void *w, size_t n, const char *what, uint16_t **d_out);
 
 // Uploads W (and its bias). `what` names it in messages ("layer 3
-// self_attn.q_proj"). On error *out is zeroed and nothing stays allocated.
+// self_attn.q_proj"). A malformed weight (bits outside 2..8, a g_idx entry
+// outside the groups) is PQ_ERR_FORMAT; FP8 x FP8 on a GPU older than
+// compute capability 8.9 is PQ_ERR_FORMAT. On error *out is zeroed and
+// nothing stays allocated.
 pq_status pq_linear_cuda_upload(const pq_linear *W, const char *what, pq_linear_cuda *out);
 
 // A pq_linear_cuda over the weight of `src` (not copied, not freed) with no
-// bias: the output head of a model whose embedding is tied.
+// bias: the output head of a model whose embedding is tied (dense only).
 pq_linear_cuda pq_linear_cuda_alias(const pq_linear_cuda *src);
 
 // Frees the device buffers it owns and zeroes *L. NULL-safe.
 void pq_linear_cuda_free(pq_linear_cuda *L);
 
-// y = x W^T + b, enqueued on `stream` (a cudaStream_t) with `cublas` (a
-// cublasHandle_t, bound to that stream here). x FP16 [T][cols] and y f32
-// [T][rows] are device buffers, contiguous. PQ_ERR_CUDA names a failing call.
-pq_status pq_linear_cuda_forward(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y, void *cublas,
-                                 void *stream);
+// Device workspace bytes a forward call of up to max_T tokens needs (0 for
+// dense weights, for quantized ones at max_T <= 32, ...).
+size_t pq_linear_cuda_workspace_bytes(const pq_linear_cuda *L, int max_T);
+
+// y = x W^T + b, enqueued on the context's stream. x FP16 [T][cols] and y
+// f32 [T][rows] are device buffers, contiguous. A workspace smaller than
+// pq_linear_cuda_workspace_bytes(L, T) is PQ_ERR_ARG; PQ_ERR_CUDA names a
+// failing call.
+pq_status pq_linear_cuda_forward(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y, pq_cuda_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 // Host wrappers that run one device op on host arrays, for the tests
-// (kernels/ops_cuda.h): copy in, run on a private stream, wait, copy out.
+// (kernels/ops_cuda.h, kernels/quant_cuda.h): copy in, run on a private
+// stream, wait, copy out.
 #include "kernels/cuda_util.cuh"
 
 extern "C" {
@@ -7,6 +8,7 @@ extern "C" {
 }
 #include "kernels/linear_cuda.h"
 #include "kernels/ops_cuda.h"
+#include "kernels/quant_cuda.h"
 
 // The device buffers and stream of one wrapper call, released by `release`.
 typedef struct {
@@ -188,26 +190,81 @@ done:
 }
 
 pq_status pq_cuda_test_linear(const pq_linear *W, const float *x, int T, float *y) {
+    return pq_cuda_test_qlinear(W, x, T, PQ_CUDA_PATH_AUTO, y);
+}
+
+pq_status pq_cuda_test_qlinear(const pq_linear *W, const float *x, int T, pq_cuda_path path, float *y) {
     scratch s;
     pq_status st;
     pq_linear_cuda L;
     memset(&L, 0, sizeof L);
-    cublasHandle_t h = NULL;
+    pq_cuda_ctx *ctx = NULL;
     uint16_t *d_x;
     void *d_y;
+    // a forced panel path needs the panel workspace whatever T is
+    int ws_T = path == PQ_CUDA_PATH_PANEL && T <= PQ_CUDA_GEMV_MAX_T ? PQ_CUDA_GEMV_MAX_T + 1 : T;
     PQ_TRY_GOTO(st, begin(&s));
     PQ_TRY_GOTO(st, pq_linear_cuda_upload(W, "test weight", &L));
-    {
-        cublasStatus_t cs = cublasCreate(&h);
-        PQ_CHECK_GOTO(cs != CUBLAS_STATUS_SUCCESS, st, PQ_ERR_CUDA, "cublasCreate: %s", cublasGetStatusString(cs));
-    }
+    PQ_TRY_GOTO(st, pq_cuda_ctx_create(s.st, pq_linear_cuda_workspace_bytes(&L, ws_T), &ctx));
     PQ_TRY_GOTO(st, dev_f16(&s, &d_x, x, (size_t)T * W->cols));
     PQ_TRY_GOTO(st, dev(&s, &d_y, NULL, (size_t)T * W->rows * sizeof(float)));
-    PQ_TRY_GOTO(st, pq_linear_cuda_forward(&L, d_x, T, (float *)d_y, h, s.st));
+    PQ_TRY_GOTO(st, pq_linear_cuda_forward_path(&L, d_x, T, (float *)d_y, ctx, path));
     PQ_TRY_GOTO(st, fetch(&s, y, d_y, (size_t)T * W->rows * sizeof(float)));
 done:
-    if (h) cublasDestroy(h);
+    if (s.st) cudaStreamSynchronize(s.st); // nothing may still run when the buffers go
+    pq_cuda_ctx_free(ctx);
     pq_linear_cuda_free(&L);
     release(&s);
+    return st;
+}
+
+pq_status pq_cuda_test_qrows(const pq_linear *W, int r0, int n, uint16_t *out) {
+    scratch s;
+    pq_status st;
+    pq_linear_cuda L;
+    memset(&L, 0, sizeof L);
+    void *d_out;
+    PQ_TRY_GOTO(st, begin(&s));
+    PQ_TRY_GOTO(st, pq_linear_cuda_upload(W, "test weight", &L));
+    PQ_TRY_GOTO(st, dev(&s, &d_out, NULL, (size_t)n * W->cols * sizeof(uint16_t)));
+    PQ_TRY_GOTO(st, pq_qlinear_rows_cuda(&L, r0, n, (uint16_t *)d_out, s.st));
+    PQ_TRY_GOTO(st, fetch(&s, out, d_out, (size_t)n * W->cols * sizeof(uint16_t)));
+done:
+    if (s.st) cudaStreamSynchronize(s.st);
+    pq_linear_cuda_free(&L);
+    release(&s);
+    return st;
+}
+
+pq_status pq_cuda_test_actq(const pq_actq *act, const float *x, int T, int cols, uint8_t *q, float *scale) {
+    // padded as pq_linear_cuda_forward pads: columns to 64, tokens to 16
+    const int ld = (cols + 63) / 64 * 64, T_pad = (T + 15) / 16 * 16;
+    scratch s;
+    pq_status st;
+    uint16_t *d_x;
+    void *d_q, *d_s;
+    uint8_t *qp = (uint8_t *)malloc((size_t)T_pad * ld);
+    float *sp = (float *)malloc((size_t)T_pad * sizeof(float));
+    PQ_TRY_GOTO(st, begin(&s));
+    PQ_CHECK_GOTO(!qp || !sp, st, PQ_ERR_NOMEM, "out of memory");
+    PQ_TRY_GOTO(st, dev_f16(&s, &d_x, x, (size_t)T * cols));
+    PQ_TRY_GOTO(st, dev(&s, &d_q, NULL, (size_t)T_pad * ld));
+    PQ_TRY_GOTO(st, dev(&s, &d_s, NULL, (size_t)T_pad * sizeof(float)));
+    PQ_TRY_GOTO(st, pq_actq_cuda(act, d_x, T, cols, ld, T_pad, (uint8_t *)d_q, (float *)d_s, s.st));
+    PQ_TRY_GOTO(st, fetch(&s, qp, d_q, (size_t)T_pad * ld));
+    PQ_TRY_GOTO(st, fetch(&s, sp, d_s, (size_t)T_pad * sizeof(float)));
+    // the padding must be zeros: codes past cols, tokens past T (codes and scales)
+    for (size_t i = 0; i < (size_t)T_pad * ld; i++)
+        PQ_CHECK_GOTO(qp[i] != 0 && ((int)(i / ld) >= T || (int)(i % ld) >= cols), st, PQ_ERR_NUMERIC,
+                      "padding code %d at token %zu column %zu", qp[i], i / ld, i % ld);
+    for (int t = T; t < T_pad; t++)
+        PQ_CHECK_GOTO(sp[t] != 0.0f, st, PQ_ERR_NUMERIC, "padding token %d has scale %g", t, (double)sp[t]);
+    for (int t = 0; t < T; t++) memcpy(q + (size_t)t * cols, qp + (size_t)t * ld, (size_t)cols);
+    memcpy(scale, sp, (size_t)T * sizeof(float));
+done:
+    if (s.st) cudaStreamSynchronize(s.st);
+    release(&s);
+    free(qp);
+    free(sp);
     return st;
 }
