@@ -1,6 +1,8 @@
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "eval/backend.h"
 
@@ -9,6 +11,7 @@ struct pq_engine {
     pq_backend *b;
     pq_device device;
     int max_ctx;
+    char desc[512];   // the backend's description (+ why --device auto did not use the GPU)
 };
 
 pq_engine_params pq_engine_default_params(void) {
@@ -27,9 +30,20 @@ pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engi
     e->m = m;
     e->device = dev;
     e->max_ctx = max_ctx;
+    char why[300] = "";
     pq_status s = dev == PQ_DEVICE_CUDA ? pq_backend_cuda_create(m, max_ctx, &e->b)
                                         : pq_backend_cpu_create(m, max_ctx, p->nthreads, &e->b);
+    // --device auto: a model the CUDA backend cannot run (a format or shape it
+    // does not support, a weight FP16 cannot hold) runs on the CPU instead
+    if (s != PQ_OK && p->device == PQ_DEVICE_AUTO && dev == PQ_DEVICE_CUDA &&
+        (s == PQ_ERR_FORMAT || s == PQ_ERR_NUMERIC)) {
+        snprintf(why, sizeof why, "%s", pq_last_error());
+        e->device = PQ_DEVICE_CPU;
+        s = pq_backend_cpu_create(m, max_ctx, p->nthreads, &e->b);
+    }
     if (s != PQ_OK) { free(e); return s; }
+    if (why[0]) snprintf(e->desc, sizeof e->desc, "%s; GPU not used: %s", e->b->desc, why);
+    else snprintf(e->desc, sizeof e->desc, "%s", e->b->desc);
     *out = e;
     return PQ_OK;
 }
@@ -40,7 +54,7 @@ void pq_engine_free(pq_engine *e) {
     free(e);
 }
 
-const char *pq_engine_describe(const pq_engine *e) { return e->b->desc; }
+const char *pq_engine_describe(const pq_engine *e) { return e->desc; }
 pq_device pq_engine_device(const pq_engine *e) { return e->device; }
 
 pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0) {

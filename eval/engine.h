@@ -28,11 +28,15 @@ typedef struct pq_engine pq_engine;
 
 // Builds an engine over m (borrowed; must outlive the engine). max_ctx larger
 // than the model's max_position_embeddings is refused (PQ_ERR_ARG);
-// --device cuda without a GPU fails with PQ_ERR_NO_DEVICE.
+// --device cuda without a GPU fails with PQ_ERR_NO_DEVICE. --device auto
+// falls back to the CPU when the CUDA backend refuses the model
+// (PQ_ERR_FORMAT / PQ_ERR_NUMERIC: an unsupported shape or format).
 pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engine **out);
 void pq_engine_free(pq_engine *e); // NULL-safe
 
-// "cpu (avx512, 2 threads, OpenBLAS SkylakeX)" / "cuda (NVIDIA H200)"
+// "cpu (avx512, 2 threads, OpenBLAS SkylakeX)" / "cuda (NVIDIA H200)"; with
+// --device auto on a GPU that cannot run the model, the CPU's description
+// then "; GPU not used: " and the reason.
 const char *pq_engine_describe(const pq_engine *e);
 pq_device pq_engine_device(const pq_engine *e);
 
