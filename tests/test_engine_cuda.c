@@ -3,7 +3,9 @@
 // whole GPU engine against the CPU engine (and the fixture goldens) on the
 // stories260K fixture and on random models with the features the fixture
 // lacks (q/k/v bias, sliding window, BF16/F32 weights, untied head,
-// head_dim 64/128, Llama 3 RoPE scaling). Without a GPU only the "no device"
+// head_dim 64/128, Llama 3 RoPE scaling), on the fixture quantized by
+// pq_quantize (w4a16 g32, fp8: the quantized kernels inside the engine), and
+// --device auto's fallback to the CPU. Without a GPU only the "no device"
 // checks run; the rest print skip (FAIL under make test-gpu).
 #include "common/half.h"
 #include "common/sys.h"
@@ -11,6 +13,7 @@
 #include "eval/engine.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
+#include "quant/quantize.h"
 #include "tests/test.h"
 
 static int have_gpu;
@@ -20,6 +23,10 @@ static int have_gpu;
 // rms per element); over the fixture's 5 blocks this gives ~1e-3 relative L2
 // on the logits, so 2e-3 with some margin (FP16 weights are exact on both).
 #define ENGINE_TOL 2e-3
+// A quantized checkpoint: as ENGINE_TOL, plus the weights the GPU rounds to
+// FP16 (grouped INT4 in the GEMV, every format in the prefill panels: 2^-12
+// rms relative per weight, ~2e-4 per linear output), so 3e-3.
+#define ENGINE_TOL_PACKED 3e-3
 
 // ---- no device --------------------------------------------------------------------
 
@@ -276,8 +283,9 @@ static pq_status decode_logits(pq_engine *e, const int32_t *tok, int n, int V, f
     return s;
 }
 
-// GPU vs CPU on tokens, prefill and decode.
-static void compare_engines(const char *what, pq_engine *gpu, pq_engine *cpu, const int32_t *tok, int n, int V) {
+// GPU vs CPU on tokens, prefill and decode, within tol (relative L2 of the logits).
+static void compare_engines(const char *what, pq_engine *gpu, pq_engine *cpu, const int32_t *tok, int n, int V,
+                            double tol) {
     size_t nl = (size_t)n * V;
     float *g = malloc(nl * 4), *c = malloc(nl * 4), *d = malloc(nl * 4);
     pq_test_poison(g, nl);
@@ -286,14 +294,14 @@ static void compare_engines(const char *what, pq_engine *gpu, pq_engine *cpu, co
     PQ_CHECK(s == PQ_OK, "%s: CPU engine runs (%s)", what, pq_last_error());
     s = prefill_logits(gpu, tok, n, g);
     double err = pq_rel_l2(g, c, nl);
-    PQ_CHECK(s == PQ_OK && err < ENGINE_TOL, "%s: GPU prefill of %d tokens vs CPU engine, logits rel L2 %.2e (%s)", what,
-             n, err, s == PQ_OK ? "ok" : pq_last_error());
+    PQ_CHECK(s == PQ_OK && err < tol, "%s: GPU prefill of %d tokens vs CPU engine, logits rel L2 %.2e (%s)", what, n,
+             err, s == PQ_OK ? "ok" : pq_last_error());
     s = decode_logits(gpu, tok, n, V, d);
     double err_g = pq_rel_l2(d, g, nl), err_c = pq_rel_l2(d, c, nl);
     // decode runs the same FP16 operands through T=1 products: only f32
     // summation order (and the odd FP16 rounding it flips) differs from the
     // GPU prefill; a KV-cache bug would be O(1)
-    PQ_CHECK(s == PQ_OK && err_g < ENGINE_TOL && err_c < ENGINE_TOL,
+    PQ_CHECK(s == PQ_OK && err_g < tol && err_c < tol,
              "%s: GPU decode (prefill 3, then 1 at a time) vs GPU prefill rel L2 %.2e, vs CPU %.2e (%s)", what, err_g,
              err_c, s == PQ_OK ? "ok" : pq_last_error());
     free(g); free(c); free(d);
@@ -318,8 +326,8 @@ static void check_fixture(void) {
     if (s == PQ_OK) s = pq_engine_create(m, &p, &cpu);
     if (s != PQ_OK) goto done;
     int V = m->cfg.vocab;
-    compare_engines("fixture prompt0", gpu, cpu, PROMPT0, 5, V);
-    compare_engines("fixture prompt1", gpu, cpu, PROMPT1, 13, V);
+    compare_engines("fixture prompt0", gpu, cpu, PROMPT0, 5, V, ENGINE_TOL);
+    compare_engines("fixture prompt1", gpu, cpu, PROMPT1, 13, V, ENGINE_TOL);
     // prompts 0..3 of golden/golden.json against run.c's fp32 logits
     s = pq_st_open(pq_test_path("fixtures/stories260K/golden/golden.safetensors"), &golden);
     PQ_CHECK(s == PQ_OK, "golden.safetensors opens (%s)", pq_last_error());
@@ -345,7 +353,7 @@ static void check_fixture(void) {
                  T, err, s == PQ_OK ? "ok" : pq_last_error());
         char what[64];
         snprintf(what, sizeof what, "fixture prompt%d", k);
-        if (k >= 2) compare_engines(what, gpu, cpu, tok, T, V);
+        if (k >= 2) compare_engines(what, gpu, cpu, tok, T, V, ENGINE_TOL);
         free(tok); free(want); free(got);
     }
     // bad calls: rows outside the last call, a context beyond the cache
@@ -412,12 +420,81 @@ static void check_random_models(void) {
             int n = 60, V = m->cfg.vocab;
             int32_t tok[60];
             for (int i = 0; i < n; i++) tok[i] = (int32_t)(pq_test_u64() % (uint64_t)V);
-            compare_engines(cases[k].what, gpu, cpu, tok, n, V);
+            compare_engines(cases[k].what, gpu, cpu, tok, n, V, ENGINE_TOL);
         }
         pq_engine_free(gpu);
         pq_engine_free(cpu);
         pq_model_free(m);
     }
+}
+
+// The fixture quantized by pq_quantize into a temporary directory, on both
+// engines: prefills of 60 tokens (dequantized panels + cuBLAS) and 13 tokens
+// (GEMV passes), decode one token at a time (the fused GEMV).
+static void check_packed_fixture(void) {
+    PQ_SKIP_UNLESS_GPU(have_gpu, "GPU engine on the quantized fixture (w4a16 g32, fp8)");
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/pq-cuda-test.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) {
+        PQ_CHECK(0, "mkdtemp %s", dir);
+        return;
+    }
+    struct { const char *scheme; int group; } cases[] = {{"w4a16", 32}, {"fp8", PQ_GROUP_DEFAULT}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char out[512], what[64];
+        snprintf(out, sizeof out, "%s/%s", dir, cases[k].scheme);
+        snprintf(what, sizeof what, "fixture %s%s", cases[k].scheme, cases[k].group == 32 ? " g32" : "");
+        pq_quantize_params qp = pq_quantize_default_params();
+        qp.model = pq_test_path("fixtures/stories260K"), qp.out = out, qp.scheme = cases[k].scheme;
+        qp.group = cases[k].group, qp.nthreads = 2;
+        pq_quantize_result r;
+        pq_model *m = NULL;
+        pq_engine *gpu = NULL, *cpu = NULL;
+        pq_status s = pq_quantize(&qp, NULL, NULL, &r);
+        if (s == PQ_OK) s = pq_model_open(out, &m);
+        pq_engine_params p = pq_engine_default_params();
+        p.device = PQ_DEVICE_CUDA;
+        if (s == PQ_OK) s = pq_engine_create(m, &p, &gpu);
+        p.device = PQ_DEVICE_CPU;
+        if (s == PQ_OK) s = pq_engine_create(m, &p, &cpu);
+        PQ_CHECK(s == PQ_OK && m->quant.quantized, "%s: quantized, opened, engines built (%s)", what,
+                 s == PQ_OK ? pq_engine_describe(gpu) : pq_last_error());
+        if (s == PQ_OK) {
+            int32_t tok[60];
+            tok[0] = 1;
+            for (int i = 1; i < 60; i++) tok[i] = (int32_t)(pq_test_u64() % (uint64_t)m->cfg.vocab);
+            compare_engines(what, gpu, cpu, tok, 60, m->cfg.vocab, ENGINE_TOL_PACKED);
+            compare_engines(what, gpu, cpu, PROMPT1, 13, m->cfg.vocab, ENGINE_TOL_PACKED);
+        }
+        pq_engine_free(gpu);
+        pq_engine_free(cpu);
+        pq_model_free(m);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("# could not remove %s\n", dir);
+}
+
+// --device auto with a model the CUDA backend refuses (head_dim 512 > its
+// attention kernel's 256) runs on the CPU and says why.
+static void check_auto_fallback(void) {
+    PQ_SKIP_UNLESS_GPU(have_gpu, "--device auto falls back to the CPU for a model the GPU cannot run");
+    pq_config c = {.arch = PQ_ARCH_LLAMA, .arch_name = "LlamaForCausalLM", .hidden = 512, .intermediate = 256,
+                   .n_layers = 1, .n_heads = 1, .n_kv_heads = 1, .head_dim = 512, .vocab = 100, .max_pos = 64,
+                   .rms_eps = 1e-5f, .rope_theta = 10000.0f, .tie_embeddings = 1, .bos_id = -1, .eos_id = -1};
+    pq_model *m = NULL;
+    pq_engine *e = NULL;
+    pq_status s = pq_model_random(&c, PQ_DENSE_F16, pq_test_u64(), &m);
+    pq_engine_params p = pq_engine_default_params();
+    if (s == PQ_OK) s = pq_engine_create(m, &p, &e);
+    PQ_CHECK(s == PQ_OK && pq_engine_device(e) == PQ_DEVICE_CPU && strstr(pq_engine_describe(e), "GPU not used: ") &&
+                 strstr(pq_engine_describe(e), "head_dim 512"),
+             "head_dim 512 with --device auto: %s (%s)", s == PQ_OK ? pq_engine_describe(e) : "", pq_last_error());
+    pq_engine_free(e);
+    p.device = PQ_DEVICE_CUDA;
+    s = m ? pq_engine_create(m, &p, &e) : PQ_ERR_ARG;
+    PQ_CHECK(s == PQ_ERR_FORMAT && e == NULL, "head_dim 512 with --device cuda fails (%s)", pq_last_error());
+    pq_model_free(m);
 }
 
 int main(void) {
@@ -434,5 +511,7 @@ int main(void) {
     check_linear();
     check_fixture();
     check_random_models();
+    check_packed_fixture();
+    check_auto_fallback();
     return pq_test_done();
 }
