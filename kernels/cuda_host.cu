@@ -1,0 +1,112 @@
+// Host-side CUDA helpers for C callers (kernels/cuda_host.h).
+#include "kernels/cuda_util.cuh"
+
+#include "kernels/cuda_host.h"
+
+pq_status pq_cuda_device_info_get(pq_cuda_device_info *out) {
+    memset(out, 0, sizeof *out);
+    int dev = 0, clock_khz = 0, bus_bits = 0;
+    cudaDeviceProp p;
+    PQ_CUDA_TRY(cudaGetDevice(&dev));
+    PQ_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
+    PQ_CUDA_TRY(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev));
+    PQ_CUDA_TRY(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->cc_major = p.major, out->cc_minor = p.minor, out->sms = p.multiProcessorCount;
+    out->mem_bytes = p.totalGlobalMem, out->l2_bytes = (size_t)p.l2CacheSize;
+    out->peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
+    return PQ_OK;
+}
+
+pq_status pq_cuda_alloc(size_t bytes, void **d) {
+    *d = NULL;
+    PQ_CUDA_TRY(cudaMalloc(d, bytes ? bytes : 1));
+    return PQ_OK;
+}
+
+void pq_cuda_free(void *d) { cudaFree(d); }
+
+pq_status pq_cuda_to_device(void *d, const void *h, size_t bytes) {
+    PQ_CUDA_TRY(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return PQ_OK;
+}
+
+pq_status pq_cuda_to_host(void *h, const void *d, size_t bytes) {
+    PQ_CUDA_TRY(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    return PQ_OK;
+}
+
+pq_status pq_cuda_stream_create(void **stream) {
+    cudaStream_t s = NULL;
+    *stream = NULL;
+    PQ_CUDA_TRY(cudaStreamCreate(&s));
+    *stream = s;
+    return PQ_OK;
+}
+
+void pq_cuda_stream_destroy(void *stream) {
+    if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+pq_status pq_cuda_stream_sync(void *stream) {
+    PQ_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
+    return PQ_OK;
+}
+
+pq_status pq_cuda_time(void *stream, pq_cuda_work fn, void *ud, int warmup, int reps, double *ms_per_call) {
+    *ms_per_call = 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    pq_status s = PQ_OK;
+    float ms = 0;
+    for (int i = 0; i < warmup && s == PQ_OK; i++) s = fn(ud, i);
+    if (s != PQ_OK) goto done;
+    PQ_CHECK_GOTO(cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess, s, PQ_ERR_CUDA,
+                  "cudaEventCreate: %s", cudaGetErrorString(cudaGetLastError()));
+    PQ_CHECK_GOTO(cudaEventRecord(e0, st) != cudaSuccess, s, PQ_ERR_CUDA, "cudaEventRecord: %s",
+                  cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; i < reps && s == PQ_OK; i++) s = fn(ud, i);
+    if (s != PQ_OK) goto done;
+    PQ_CHECK_GOTO(cudaEventRecord(e1, st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+                      cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess,
+                  s, PQ_ERR_CUDA, "timing events: %s", cudaGetErrorString(cudaGetLastError()));
+    *ms_per_call = ms / (reps > 0 ? reps : 1);
+done:
+    cudaStreamSynchronize(st);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    return s;
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    cudaStream_t st;
+} copy_job;
+
+static pq_status copy_once(void *ud, int i) {
+    copy_job *j = (copy_job *)ud;
+    PQ_CUDA_TRY(cudaMemcpyAsync(j->dst, j->src, j->bytes, cudaMemcpyDeviceToDevice, j->st));
+    return PQ_OK;
+}
+
+pq_status pq_cuda_copy_gbs(size_t bytes, int reps, double *gbs) {
+    *gbs = 0;
+    copy_job j = {NULL, NULL, bytes, NULL};
+    void *a = NULL, *b = NULL, *st = NULL;
+    double ms = 0;
+    pq_status s = pq_cuda_alloc(bytes, &a);
+    if (s == PQ_OK) s = pq_cuda_alloc(bytes, &b);
+    if (s == PQ_OK) s = pq_cuda_stream_create(&st);
+    if (s == PQ_OK) {
+        j.dst = b, j.src = a, j.st = (cudaStream_t)st;
+        (void)cudaMemsetAsync(a, 1, bytes, j.st);
+        s = pq_cuda_time(st, copy_once, &j, 2, reps, &ms);
+    }
+    if (s == PQ_OK && ms > 0) *gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
+    pq_cuda_stream_destroy(st);
+    pq_cuda_free(a);
+    pq_cuda_free(b);
+    return s;
+}
