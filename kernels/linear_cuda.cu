@@ -210,7 +210,14 @@ static pq_status upload_qpack(const pq_qpack *q, const char *what, pq_linear_cud
     pq_status s = L->scales_f16 ? dev_copy(&L->d_scales, s16, nsc * 2, what) : dev_copy(&L->d_scales, q->scales, nsc * 4, what);
     free(s16);
     PQ_TRY(s);
-    if (q->zeros) PQ_TRY(dev_copy((void **)&L->d_zeros, q->zeros, nsc, what));
+    if (q->zeros) {
+        // the GEMV builds FP16 constants from z assuming a b-bit code (a
+        // packed file cannot hold more)
+        for (size_t i = 0; i < nsc; i++)
+            PQ_FAIL_IF(q->zeros[i] >> q->bits, PQ_ERR_FORMAT, "%s: zero point %d of a %d-bit weight (row %zu)", what,
+                       q->zeros[i], q->bits, i / ng);
+        PQ_TRY(dev_copy((void **)&L->d_zeros, q->zeros, nsc, what));
+    }
     if (q->g_idx) {
         for (int c = 0; c < q->cols; c++)
             PQ_FAIL_IF(q->g_idx[c] < 0 || q->g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: g_idx[%d] = %d outside [0, %d)", what,

@@ -75,8 +75,8 @@ void *pq_cuda_ctx_stream(const pq_cuda_ctx *c);
 pq_status pq_cuda_upload_f16(pq_dense_type dt, const void *w, size_t n, const char *what, uint16_t **d_out);
 
 // Uploads W (and its bias). `what` names it in messages ("layer 3
-// self_attn.q_proj"). A malformed weight (bits outside 2..8, a g_idx entry
-// outside the groups) is PQ_ERR_FORMAT; FP8 x FP8 on a GPU older than
+// self_attn.q_proj"). A malformed weight (bits outside 2..8, a zero point
+// or a g_idx entry out of range) is PQ_ERR_FORMAT; FP8 x FP8 on a GPU older than
 // compute capability 8.9 is PQ_ERR_FORMAT. On error *out is zeroed and
 // nothing stays allocated.
 pq_status pq_linear_cuda_upload(const pq_linear *W, const char *what, pq_linear_cuda *out);

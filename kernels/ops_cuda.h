@@ -92,8 +92,8 @@ pq_status pq_cuda_test_f32_to_f16(const float *x, size_t n, uint16_t *y);
 // [T][n_heads*hd] is the FP16 output widened to f32.
 pq_status pq_cuda_test_attention(const pq_attn_shape *s, const float *q, const float *k, const float *v, int T,
                                  int pos0, float *out);
-// y [T][rows] = x W^T + b through kernels/linear_cuda.h (W uploaded as FP16,
-// x rounded to FP16 on the way in).
+// y [T][rows] = x W^T + b through pq_linear_cuda_forward (W uploaded by
+// kernels/linear_cuda.h, x rounded to FP16 on the way in).
 pq_status pq_cuda_test_linear(const pq_linear *W, const float *x, int T, float *y);
 
 #ifdef __cplusplus

@@ -273,6 +273,12 @@ static void check_refused(void) {
     s = pq_cuda_test_qlinear(&w.W, x, 1, PQ_CUDA_PATH_AUTO, y);
     PQ_CHECK(s == PQ_ERR_FORMAT, "activation quantization on a packed weight refused (%s)", pq_last_error());
     weight_free(&w);
+    w = make_qpack(16, 64, 4, 32, 1, 0, 0, 0);
+    ((uint8_t *)w.buf[2])[3] = 16;
+    s = pq_cuda_test_qlinear(&w.W, x, 1, PQ_CUDA_PATH_AUTO, y);
+    PQ_CHECK(s == PQ_ERR_FORMAT && strstr(pq_last_error(), "zero point 16 of a 4-bit weight"),
+             "a zero point beyond the code range refused (%s)", pq_last_error());
+    weight_free(&w);
     w = make_bytes(16, 64, 0, 1, (pq_actq){PQ_ACTQ_FP8, 0}, 0);
     s = pq_cuda_test_qlinear(&w.W, x, 1, PQ_CUDA_PATH_AUTO, y);
     PQ_CHECK(s == PQ_ERR_FORMAT, "FP8 activations with INT8 weights refused (%s)", pq_last_error());
