@@ -17,7 +17,7 @@
 #              cannot run under gVisor: then it fails, which says only that)
 # Everything goes to $OUT/gpu_check.log ($OUT: the device tool's folder;
 # the build directory elsewhere; BUILD, default build, is make's); the summary is printed at the end and saved as
-# $OUT/gpu_check_summary.txt. Expected: ~4-5 minutes on 16 cores + an H200;
+# $OUT/gpu_check_summary.txt. Expected: ~5-6 minutes on 16 cores + an H200;
 # the optional steps are cut off so that the whole run ends within ~6.5 minutes.
 set -u
 B=${BUILD:-build}
