@@ -43,7 +43,7 @@ static void check_no_device(void) {
     p.device = PQ_DEVICE_CUDA;
     pq_engine *e = (pq_engine *)1;
     s = pq_engine_create(m, &p, &e);
-    PQ_CHECK(s == PQ_ERR_NO_DEVICE && e == NULL && strstr(pq_last_error(), "--device cuda: no CUDA device found"),
+    PQ_CHECK(s == PQ_ERR_NO_DEVICE && e == NULL && strstr(pq_last_error(), "--device cuda: "),
              "--device cuda without a GPU fails with PQ_ERR_NO_DEVICE (%s)", pq_last_error());
     p.device = PQ_DEVICE_AUTO;
     s = pq_engine_create(m, &p, &e);
