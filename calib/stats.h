@@ -53,7 +53,7 @@ void pq_act_stats_finish(pq_act_stats *s);
 // a zero W X. Chunks of PQ_STATS_ROWS rows run over the pool (sgemm with
 // xtx) and their sums are added in order: deterministic for any thread
 // count. ws: pq_act_stats_error_bytes(rows, cols, pool size).
-#define PQ_STATS_ROWS 64
+#define PQ_STATS_ROWS 256
 size_t pq_act_stats_error_bytes(int rows, int cols, int nthreads);
 double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws,
                                  pq_pool *pool);

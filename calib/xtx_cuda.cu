@@ -9,8 +9,7 @@ extern "C" {
 struct pq_xtx_cuda {
     int cols, max_T;
     float *d_x;   // [max_T][cols]
-    float *d_c;   // [cols][cols]; column-major lower == row-major upper
-    float *h_row; // [cols] staging for the read-back
+    float *d_c;   // [cols][cols]; its column-major lower triangle is the row-major upper one
     cublasHandle_t blas;
     cudaStream_t stream;
 };
@@ -21,7 +20,6 @@ extern "C" void pq_xtx_cuda_free(pq_xtx_cuda *h) {
     if (h->stream) cudaStreamDestroy(h->stream);
     cudaFree(h->d_x);
     cudaFree(h->d_c);
-    free(h->h_row);
     free(h);
 }
 
@@ -33,8 +31,6 @@ static pq_status create(pq_xtx_cuda *h) {
     PQ_CUBLAS_TRY(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH)); // true f32: no TF32 in the Hessian
     PQ_CUDA_TRY(cudaMalloc((void **)&h->d_x, (size_t)h->max_T * c * sizeof(float)));
     PQ_CUDA_TRY(cudaMalloc((void **)&h->d_c, c * c * sizeof(float)));
-    h->h_row = (float *)malloc(c * sizeof(float));
-    PQ_FAIL_IF(!h->h_row, PQ_ERR_NOMEM, "out of memory");
     return pq_xtx_cuda_reset(h);
 }
 
@@ -73,13 +69,9 @@ extern "C" pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const float *x, int T) {
 }
 
 extern "C" pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx) {
-    size_t c = (size_t)h->cols;
-    // column j of the column-major lower triangle = row j of the row-major upper, from the diagonal on
-    for (size_t j = 0; j < c; j++) {
-        PQ_CUDA_TRY(cudaMemcpyAsync(h->h_row, h->d_c + j * c + j, (c - j) * sizeof(float), cudaMemcpyDeviceToHost,
-                                    h->stream));
-        PQ_CUDA_TRY(cudaStreamSynchronize(h->stream));
-        memcpy(xtx + j * c + j, h->h_row, (c - j) * sizeof(float));
-    }
+    // the same bytes: element (i, j) of the column-major lower triangle is (j, i) of the row-major upper one
+    PQ_CUDA_TRY(cudaMemcpyAsync(xtx, h->d_c, (size_t)h->cols * h->cols * sizeof(float), cudaMemcpyDeviceToHost,
+                                h->stream));
+    PQ_CUDA_TRY(cudaStreamSynchronize(h->stream));
     return PQ_OK;
 }

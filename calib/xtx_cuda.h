@@ -24,8 +24,8 @@ void pq_xtx_cuda_free(pq_xtx_cuda *h); // NULL-safe
 // Adds the T <= max_T rows of host x [T][cols].
 pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const float *x, int T);
 
-// Copies the accumulated upper triangle into host xtx [cols][cols] (the
-// strict lower triangle is left as it was).
+// Copies the accumulation into host xtx [cols][cols]: the upper triangle
+// (row-major) holds the sums, the strict lower triangle zeros.
 pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx);
 
 // Zeroes the accumulator (a new input group of the same width).

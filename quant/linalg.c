@@ -78,18 +78,14 @@ static void chol_panel(void *ctx, int bi, int tid) {
         }
 }
 
-// Trailing tile t (row block bi >= column block bj, enumerated row by row):
-// A[I][J] -= P_I P_J^T.
-static void chol_update(void *ctx, int t, int tid) {
+// Trailing row block bi: A[I][first : I's end] -= P_I P^T over those rows
+// (its part of the lower triangle, the diagonal tile whole: one dgemm).
+static void chol_update(void *ctx, int bi, int tid) {
     chol_job *j = ctx;
-    int bi = (int)((sqrt(8.0 * t + 1) - 1) / 2);
-    while (bi * (bi + 1) / 2 > t) bi--;
-    while ((bi + 1) * (bi + 2) / 2 <= t) bi++;
-    int bj = t - bi * (bi + 1) / 2;
-    int i0 = j->first + bi * NB, j0 = j->first + bj * NB, lda = j->n;
+    int i0 = j->first + bi * NB, i1 = min_i(i0 + NB, j->n), lda = j->n;
     double *a = j->a;
-    pq_dgemm_nt(min_i(NB, j->n - i0), min_i(NB, j->n - j0), j->kb, -1.0, &A(i0, j->k0), lda, &A(j0, j->k0), lda,
-                1.0, &A(i0, j0), lda);
+    pq_dgemm_nt(i1 - i0, i1 - j->first, j->kb, -1.0, &A(i0, j->k0), lda, &A(j->first, j->k0), lda, 1.0,
+                &A(i0, j->first), lda);
 }
 
 int pq_chol_lower(double *a, int n, pq_pool *pool) {
@@ -100,7 +96,7 @@ int pq_chol_lower(double *a, int n, pq_pool *pool) {
         if (r) return k0 + r;
         j.nblk = (n - j.first + NB - 1) / NB;
         pq_pool_for(pool, j.nblk, chol_panel, &j);
-        pq_pool_for(pool, j.nblk * (j.nblk + 1) / 2, chol_update, &j);
+        pq_pool_for(pool, j.nblk, chol_update, &j);
     }
     zero_upper(a, lda, n);
     return 0;
