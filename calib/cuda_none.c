@@ -16,8 +16,4 @@ pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const float *x, int T) {
 pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx) {
     return PQ_FAIL(PQ_ERR_NO_DEVICE, "no CUDA in this build");
 }
-
-pq_status pq_xtx_cuda_reset(pq_xtx_cuda *h) {
-    return PQ_FAIL(PQ_ERR_NO_DEVICE, "no CUDA in this build");
-}
 #endif

@@ -31,7 +31,8 @@ static pq_status create(pq_xtx_cuda *h) {
     PQ_CUBLAS_TRY(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH)); // true f32: no TF32 in the Hessian
     PQ_CUDA_TRY(cudaMalloc((void **)&h->d_x, (size_t)h->max_T * c * sizeof(float)));
     PQ_CUDA_TRY(cudaMalloc((void **)&h->d_c, c * c * sizeof(float)));
-    return pq_xtx_cuda_reset(h);
+    PQ_CUDA_TRY(cudaMemsetAsync(h->d_c, 0, c * c * sizeof(float), h->stream));
+    return PQ_OK;
 }
 
 extern "C" pq_status pq_xtx_cuda_create(int cols, int max_T, pq_xtx_cuda **out) {
@@ -48,11 +49,6 @@ extern "C" pq_status pq_xtx_cuda_create(int cols, int max_T, pq_xtx_cuda **out) 
         return s;
     }
     *out = h;
-    return PQ_OK;
-}
-
-extern "C" pq_status pq_xtx_cuda_reset(pq_xtx_cuda *h) {
-    PQ_CUDA_TRY(cudaMemsetAsync(h->d_c, 0, (size_t)h->cols * h->cols * sizeof(float), h->stream));
     return PQ_OK;
 }
 

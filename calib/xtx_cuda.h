@@ -28,9 +28,6 @@ pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const float *x, int T);
 // (row-major) holds the sums, the strict lower triangle zeros.
 pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx);
 
-// Zeroes the accumulator (a new input group of the same width).
-pq_status pq_xtx_cuda_reset(pq_xtx_cuda *h);
-
 #ifdef __cplusplus
 }
 #endif
