@@ -70,11 +70,22 @@ pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme
         return PQ_OK;
     }
     int per_tensor = s->group == PQ_GROUP_TENSOR;
-    int64_t shape[2] = {r, c}, scale[2] = {per_tensor ? 1 : r, 1};
+    int64_t shape[2] = {r, c}, scale[2] = {per_tensor ? 1 : r, 1}, one = 1;
     PQ_TRY(tensor_name(name, module, "weight"));
     PQ_TRY(pq_st_writer_declare(w, name, s->is_float ? PQ_DT_F8_E4M3 : PQ_DT_I8, 2, shape));
     PQ_TRY(tensor_name(name, module, "weight_scale"));
-    return pq_st_writer_declare(w, name, scale_dtype, per_tensor ? 1 : 2, scale);
+    PQ_TRY(pq_st_writer_declare(w, name, scale_dtype, per_tensor ? 1 : 2, scale));
+    if (!pq_scheme_act_static(s)) return PQ_OK;
+    PQ_TRY(tensor_name(name, module, "input_scale"));
+    return pq_st_writer_declare(w, name, scale_dtype, 1, &one);
+}
+
+// One f32 (exact in dt) as dt's bytes.
+static size_t scalar_bytes(float v, pq_dtype dt, void *out) {
+    uint16_t h = dt == PQ_DT_F16 ? pq_f32_to_fp16(v) : pq_f32_to_bf16(v);
+    if (dt == PQ_DT_F32) memcpy(out, &v, 4);
+    else memcpy(out, &h, 2);
+    return pq_dtype_size(dt);
 }
 
 // The scales as stored (exact: they are representable in the dtype).
@@ -148,6 +159,11 @@ pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q
     } else {
         PQ_TRY_GOTO(s, tensor_name(name, module, "weight"));
         PQ_TRY_GOTO(s, pq_st_writer_put(w, name, q->fmt == PQ_W_INT8 ? (const void *)q->i8 : q->f8, n));
+        if (q->input_scale > 0) {
+            char v[4];
+            PQ_TRY_GOTO(s, tensor_name(name, module, "input_scale"));
+            PQ_TRY_GOTO(s, pq_st_writer_put(w, name, v, scalar_bytes(q->input_scale, q->scale_dtype, v)));
+        }
     }
 done:
     pq_free(scales);
@@ -160,12 +176,12 @@ done:
 
 static const char *file_of(const pq_st *st, const pq_tensor *t) { return pq_st_file_path(st, t->file); }
 
-// The scale tensor of module (any float dtype), shape [n0, n1] or, when
-// vec_ok (n1 == 1), also [n0] or a scalar holding n0 elements; as f32.
-static pq_status load_scales(const pq_st *st, const char *module, int64_t n0, int64_t n1, int vec_ok,
-                             float **out) {
+// The scale tensor M.<suffix> of module (any float dtype), shape [n0, n1]
+// or, when vec_ok (n1 == 1), also [n0] or a scalar holding n0 elements; as f32.
+static pq_status load_scales(const pq_st *st, const char *module, const char *suffix, int64_t n0, int64_t n1,
+                             int vec_ok, float **out) {
     char name[NAME_CAP];
-    PQ_TRY(tensor_name(name, module, "weight_scale"));
+    PQ_TRY(tensor_name(name, module, suffix));
     const pq_tensor *t = pq_st_find(st, name);
     PQ_FAIL_IF(!t, PQ_ERR_FORMAT, "%s: tensor '%s' is missing", pq_st_file_path(st, 0), name);
     PQ_FAIL_IF(t->dtype != PQ_DT_F16 && t->dtype != PQ_DT_BF16 && t->dtype != PQ_DT_F32, PQ_ERR_FORMAT,
@@ -249,7 +265,7 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
     PQ_FAIL_IF(!codes, PQ_ERR_NOMEM, "%s: out of memory", name);
     PQ_TRY(check_shape_tensor(st, module, rows, cols));
     float *scales;
-    PQ_TRY(load_scales(st, module, rows, ng, 0, &scales));
+    PQ_TRY(load_scales(st, module, "weight_scale", rows, ng, 0, &scales));
     own->p[1] = scales;
     uint8_t *zeros = NULL;
     if (!s->sym) {
@@ -290,16 +306,24 @@ static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const c
     PQ_TRY(tensor_name(name, module, "weight"));
     PQ_TRY(pq_st_expect(st, name, fp8 ? PQ_DT_F8_E4M3 : PQ_DT_I8, 2, shape, &t));
     float *scales;
-    PQ_TRY(load_scales(st, module, per_tensor ? 1 : L->rows, 1, 1, &scales));
+    PQ_TRY(load_scales(st, module, "weight_scale", per_tensor ? 1 : L->rows, 1, 1, &scales));
     own->p[0] = scales;
     L->fmt = fp8 ? PQ_W_FP8 : PQ_W_INT8;
     if (fp8) L->f8 = (pq_fp8_weight){L->rows, L->cols, t->data, scales, !per_tensor};
     else L->i8 = (pq_int8_weight){L->rows, L->cols, t->data, scales};
-    // input_activations: dynamic per token (the kernels of kernels/w8a8.h)
-    if (info->scheme.act == PQ_ACT_NONE) return PQ_OK;
+    // input_activations: dynamic per token or static per tensor (the kernels of kernels/w8a8.h)
+    pq_act_quant act = info->scheme.act;
+    if (act == PQ_ACT_NONE) return PQ_OK;
     PQ_FAIL_IF(L->cols > PQ_W8A8_MAX_COLS, PQ_ERR_FORMAT, "%s: %d input features: W8A8 sums are exact in int32 for "
                "at most %d", module, L->cols, PQ_W8A8_MAX_COLS);
-    L->act.type = info->scheme.act == PQ_ACT_INT8_TOKEN ? PQ_ACTQ_INT8 : PQ_ACTQ_FP8;
+    L->act.type = act == PQ_ACT_INT8_TOKEN || act == PQ_ACT_INT8_TENSOR ? PQ_ACTQ_INT8 : PQ_ACTQ_FP8;
+    if (!pq_scheme_act_static(&info->scheme)) return PQ_OK;
+    float *in;
+    PQ_TRY(load_scales(st, module, "input_scale", 1, 1, 1, &in));
+    L->act.static_scale = in[0];
+    pq_free(in);
+    PQ_FAIL_IF(!(L->act.static_scale > 0), PQ_ERR_FORMAT, "%s: tensor '%s.input_scale' is %g; a static activation "
+               "scale must be > 0", pq_st_file_path(st, 0), module, (double)L->act.static_scale);
     return PQ_OK;
 }
 

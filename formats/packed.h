@@ -11,7 +11,9 @@
 //                     "actorder": null | "group" | "weight", "block_structure": null,
 //                     "observer": "minmax", "observer_kwargs": {}},
 //         "input_activations": null (or {"num_bits": 8, "type": "int"|"float",
-//                     "strategy": "token", "dynamic": true, "symmetric": true, ...}),
+//                     "strategy": "token", "dynamic": true, "symmetric": true, ...}
+//                     for dynamic per-token activations, or "strategy": "tensor",
+//                     "dynamic": false, "observer": "minmax" for static ones),
 //         "output_activations": null}},
 //     "format": "pack-quantized" | "int-quantized" | "float-quantized" | "naive-quantized",
 //     "ignore": ["lm_head"], "quant_method": "compressed-tensors",
@@ -34,6 +36,11 @@
 //   int-quantized (w8a8): M.weight I8 [out, in], M.weight_scale [out, 1]
 //   float-quantized / naive-quantized (fp8): M.weight F8_E4M3 [out, in],
 //     M.weight_scale [out, 1] per channel or [1] per tensor
+//   static activations (w8a8 static, fp8-static), as compressed-tensors'
+//   initialize.py sizes them for the "tensor" strategy:
+//     M.input_scale        scale dtype [1] (a scalar [] is accepted when reading):
+//                          x is quantized as sat8(rne(x / s)) or e4m3(x / s); no
+//                          input_zero_point (symmetric only)
 // The scale dtype is the model's (F16 / BF16 / F32). Everything else in the
 // checkpoint (embeddings, norms, an ignored lm_head) is the source's tensor,
 // unchanged.
@@ -59,7 +66,7 @@ typedef struct {
 // Parses config.json text (`name` prefixes messages). Without a
 // quantization_config, out->quantized is 0. A quantization_config pq cannot
 // run (another quant_method or format, several config groups, targets other
-// than ["Linear"], static activation scales, a kv_cache_scheme, bits other
+// than ["Linear"], asymmetric activations, a kv_cache_scheme, bits other
 // than 4/8, ...) is PQ_ERR_FORMAT naming the field. Free with
 // pq_packed_info_free.
 pq_status pq_packed_info_parse(const char *json, size_t len, const char *name, pq_packed_info *out);
@@ -80,8 +87,9 @@ pq_status pq_packed_config_json(const char *src_json, size_t len, const char *na
 
 // Declares module M's tensors for a [rows x cols] matrix quantized with
 // scheme s, scales stored as scale_dtype; then writes them from q (which
-// pq_rtn_quantize made with the same s, shape and scale_dtype): scales
-// converted to the stored dtype, zero points packed. Both fail as the
+// pq_rtn_quantize made with the same s, shape and scale_dtype; for a static
+// activation scheme with q->input_scale set): scales converted to the
+// stored dtype, zero points packed. Both fail as the
 // writer does (PQ_ERR_IO naming the file on a full disk).
 pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme *s, int rows, int cols,
                             pq_dtype scale_dtype);
@@ -98,8 +106,9 @@ typedef struct {
 // scales are widened to owned f32, zero points unpacked to owned bytes.
 // Names, dtypes and shapes are checked against info and [rows, cols]; a
 // missing or different tensor, a non-finite scale, a g_idx out of
-// range are PQ_ERR_FORMAT naming the file and tensor. On error nothing is
-// left in *own.
+// range, a static activation scale that is not finite and > 0 are
+// PQ_ERR_FORMAT naming the file and tensor. A static activation scheme sets
+// out->act.static_scale from M.input_scale. On error nothing is left in *own.
 pq_status pq_packed_load(const pq_st *st, const pq_packed_info *info, const char *module, int rows, int cols,
                          pq_linear *out, pq_packed_owned *own);
 

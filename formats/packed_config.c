@@ -26,13 +26,16 @@ static json_t *quant_config_json(const pq_scheme *s, int quantize_head) {
                           "group_size", s->group > 0 ? json_integer(s->group) : json_null(),
                           "num_bits", s->bits, "observer", "minmax", "observer_kwargs",
                           "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int");
+    // input activations: dynamic per token (no observer), or static per tensor
+    // (an M.input_scale per linear, calibrated by a min-max observer)
+    int stat = pq_scheme_act_static(s), fp8 = s->act == PQ_ACT_FP8_TOKEN || s->act == PQ_ACT_FP8_TENSOR;
     json_t *in = s->act == PQ_ACT_NONE
                      ? json_null()
                      : json_pack("{s:o, s:o, s:b, s:o, s:i, s:o, s:{}, s:s, s:b, s:s}",
-                                 "actorder", json_null(), "block_structure", json_null(), "dynamic", 1,
-                                 "group_size", json_null(), "num_bits", 8, "observer", json_null(),
-                                 "observer_kwargs", "strategy", "token", "symmetric", 1,
-                                 "type", s->act == PQ_ACT_FP8_TOKEN ? "float" : "int");
+                                 "actorder", json_null(), "block_structure", json_null(), "dynamic", !stat,
+                                 "group_size", json_null(), "num_bits", 8,
+                                 "observer", stat ? json_string("minmax") : json_null(), "observer_kwargs",
+                                 "strategy", stat ? "tensor" : "token", "symmetric", 1, "type", fp8 ? "float" : "int");
     json_t *ignore = quantize_head ? json_array() : json_pack("[s]", "lm_head");
     return json_pack("{s:{s:{s:o, s:o, s:[s], s:o}}, s:s, s:o, s:o, s:o, s:s, s:s, s:{}, s:{}, s:s}",
                      "config_groups", "group_0", "input_activations", in, "output_activations", json_null(),
@@ -120,18 +123,22 @@ static pq_status parse_weights(json_t *w, const char *name, const char *grp, pq_
     return PQ_OK;
 }
 
-// input_activations: null, or dynamic per-token 8-bit (int or float).
+// input_activations: null, or symmetric 8-bit (int or float), dynamic per
+// token or static per tensor (M.input_scale).
 static pq_status parse_inputs(json_t *a, const char *name, const char *grp, pq_act_quant *act) {
     *act = PQ_ACT_NONE;
     if (is_null(a)) return PQ_OK;
     const char *type = get_str(a, "type"), *strategy = get_str(a, "strategy");
-    json_t *nb = json_object_get(a, "num_bits"), *dyn = json_object_get(a, "dynamic");
-    int ok = json_is_object(a) && type && strategy && strcmp(strategy, "token") == 0 && json_is_true(dyn) &&
-             json_is_integer(nb) && json_integer_value(nb) == 8;
-    PQ_FAIL_IF(!ok, PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.input_activations: only dynamic per-token 8-bit "
-               "activations are supported", name, grp);
-    if (strcmp(type, "int") == 0) *act = PQ_ACT_INT8_TOKEN;
-    else if (strcmp(type, "float") == 0) *act = PQ_ACT_FP8_TOKEN;
+    json_t *nb = json_object_get(a, "num_bits"), *dyn = json_object_get(a, "dynamic"),
+           *sym = json_object_get(a, "symmetric");
+    int token = strategy && strcmp(strategy, "token") == 0 && json_is_true(dyn);
+    int tensor = strategy && strcmp(strategy, "tensor") == 0 && (is_null(dyn) || json_is_false(dyn));
+    int ok = json_is_object(a) && type && (token || tensor) && json_is_integer(nb) && json_integer_value(nb) == 8 &&
+             (is_null(sym) || json_is_true(sym));
+    PQ_FAIL_IF(!ok, PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.input_activations: only symmetric 8-bit activations, "
+               "dynamic per token or static per tensor, are supported", name, grp);
+    if (strcmp(type, "int") == 0) *act = token ? PQ_ACT_INT8_TOKEN : PQ_ACT_INT8_TENSOR;
+    else if (strcmp(type, "float") == 0) *act = token ? PQ_ACT_FP8_TOKEN : PQ_ACT_FP8_TENSOR;
     else return PQ_FAIL(PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.input_activations.type \"%s\"", name, grp, type);
     return PQ_OK;
 }
@@ -146,9 +153,10 @@ static pq_status classify(const char *name, const char *format, pq_scheme *s) {
     int id = -1;
     if (fmt_i == 0 && !s->is_float && s->act == PQ_ACT_NONE) id = s->bits == 8 ? PQ_SCHEME_W8A16 : PQ_SCHEME_W4A16;
     if (fmt_i == 1 && !s->is_float && s->bits == 8 && s->sym && s->group == PQ_GROUP_CHANNEL &&
-        s->act == PQ_ACT_INT8_TOKEN)
+        (s->act == PQ_ACT_INT8_TOKEN || s->act == PQ_ACT_INT8_TENSOR))
         id = PQ_SCHEME_W8A8;
     if (fmt_i == 2 && s->is_float && s->act == PQ_ACT_FP8_TOKEN) id = PQ_SCHEME_FP8_DYNAMIC;
+    if (fmt_i == 2 && s->is_float && s->act == PQ_ACT_FP8_TENSOR) id = PQ_SCHEME_FP8_STATIC;
     if (fmt_i == 3 && s->is_float && s->act == PQ_ACT_NONE) id = PQ_SCHEME_FP8;
     PQ_FAIL_IF(id < 0, PQ_ERR_FORMAT, "%s: " QC ": %s with %d-bit %s weights and %s activations is not a layout "
                "pq reads", name, format, s->bits, s->is_float ? "float" : "int",

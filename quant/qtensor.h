@@ -33,6 +33,8 @@ typedef struct {
     int nscales;           // entries of scales
     int32_t *g_idx;        // PQ_W_QPACK: [cols] group of each column (GPTQ act-order) or NULL; owned
                            // (allocated by whoever sets it with pq_alloc, freed by pq_qtensor_free)
+    float input_scale;     // PQ_W_INT8 / PQ_W_FP8 of a static activation scheme: the calibrated
+                           // activation scale (exact in scale_dtype), else 0
 } pq_qtensor;
 
 // Allocates the arrays for the given shape and format (fields above set by

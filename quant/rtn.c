@@ -25,9 +25,7 @@ static float dtype_eps(pq_dtype dt) {
     return dt == PQ_DT_F16 ? 0x1p-10f : dt == PQ_DT_BF16 ? 0x1p-7f : 0x1p-23f;
 }
 
-// The stored scale for a range: rounded to the dtype, zero replaced by eps.
-// Returns 0 if it is not finite in that dtype.
-static float stored_scale(double s, pq_dtype dt) {
+float pq_rtn_stored_scale(double s, pq_dtype dt) {
     float f = pq_round_to_dtype((float)s, dt);
     if (f == 0) f = dtype_eps(dt);
     return isfinite(f) ? f : 0;
@@ -39,7 +37,7 @@ int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale
     float qmin = (float)-(1 << (bits - 1)), qmax = (float)((1 << (bits - 1)) - 1), lo = 0, hi = 0;
     for (int c = 0; c < n; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
     double range = sym ? fmax(-(double)lo, hi) / (((1 << bits) - 1) / 2.0) : ((double)hi - lo) / ((1 << bits) - 1);
-    float sc = stored_scale(range, scale_dtype);
+    float sc = pq_rtn_stored_scale(range, scale_dtype);
     if (sc == 0) return 0;
     *scale = sc;
     *zero = sym ? 0 : clampf(rintf(qmin - lo / sc), qmin, qmax);
@@ -77,7 +75,7 @@ static int quant_fp8_row(job *j, int r, double *e2) {
     if (!q->per_tensor) {
         float amax = 0;
         for (int c = 0; c < q->cols; c++) amax = fabsf(w[c]) > amax ? fabsf(w[c]) : amax;
-        sc = stored_scale(amax / FP8_MAX, j->sdt);
+        sc = pq_rtn_stored_scale(amax / FP8_MAX, j->sdt);
         if (sc == 0) return 0;
         q->scales[r] = sc;
     }
@@ -145,7 +143,7 @@ pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(!j.err2 || !j.norm2 || !j.bad, st, PQ_ERR_NOMEM, "%s: out of memory", name);
     if (q.per_tensor) {
-        j.tensor_scale = q.scales[0] = stored_scale(amax / FP8_MAX, scale_dtype);
+        j.tensor_scale = q.scales[0] = pq_rtn_stored_scale(amax / FP8_MAX, scale_dtype);
         PQ_CHECK_GOTO(j.tensor_scale == 0, st, PQ_ERR_NUMERIC, "%s: the scale %g overflows %s", name,
                       amax / FP8_MAX, pq_dtype_name(scale_dtype));
     }

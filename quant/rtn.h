@@ -42,6 +42,11 @@ pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s
 // nothing when the scale is not finite in scale_dtype.
 int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale_dtype, float *scale, float *zero);
 
+// A scale as stored: s rounded to scale_dtype, a zero replaced by that
+// dtype's epsilon (torch.finfo(dtype).eps, as compressed-tensors does).
+// Returns 0 if it is not finite in that dtype.
+float pq_rtn_stored_scale(double s, pq_dtype scale_dtype);
+
 // The signed code of w for a scale and zero point from pq_rtn_group_params:
 // clamp(rne(w / scale) + zero, -2^(bits-1), 2^(bits-1) - 1), as a float.
 // It dequantizes to scale * (code - zero) (one fp32 multiply).

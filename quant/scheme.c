@@ -21,6 +21,7 @@ static const scheme_row SCHEMES[PQ_SCHEME_COUNT] = {
     [PQ_SCHEME_W8A8] = {"w8a8", 8, 0, PQ_ACT_INT8_TOKEN, PQ_GROUP_CHANNEL, 1, 0, 0, 0, "int-quantized"},
     [PQ_SCHEME_FP8] = {"fp8", 8, 1, PQ_ACT_NONE, PQ_GROUP_CHANNEL, 1, 0, 1, 0, "naive-quantized"},
     [PQ_SCHEME_FP8_DYNAMIC] = {"fp8-dynamic", 8, 1, PQ_ACT_FP8_TOKEN, PQ_GROUP_CHANNEL, 1, 0, 1, 0, "float-quantized"},
+    [PQ_SCHEME_FP8_STATIC] = {"fp8-static", 8, 1, PQ_ACT_FP8_TENSOR, PQ_GROUP_CHANNEL, 1, 0, 1, 0, "float-quantized"},
 };
 
 static const int GROUP_SIZES[] = {32, 64, 128};
@@ -43,7 +44,7 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out) {
     int id = -1;
     for (int i = 0; i < PQ_SCHEME_COUNT && name; i++)
         if (strcmp(name, SCHEMES[i].name) == 0) id = i;
-    PQ_FAIL_IF(id < 0, PQ_ERR_ARG, "--scheme %s: not a scheme (w4a16, w8a16, w8a8, fp8, fp8-dynamic)",
+    PQ_FAIL_IF(id < 0, PQ_ERR_ARG, "--scheme %s: not a scheme (w4a16, w8a16, w8a8, fp8, fp8-dynamic, fp8-static)",
                name ? name : "(none)");
     const scheme_row *r = &SCHEMES[id];
     if (group == PQ_GROUP_DEFAULT) group = r->default_group;
@@ -54,7 +55,7 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out) {
     PQ_FAIL_IF(group > 0 && !group_size_ok(group), PQ_ERR_ARG,
                "--scheme %s --group %d: group sizes are 32, 64, 128 or channel", r->name, group);
     PQ_FAIL_IF(group == PQ_GROUP_TENSOR && !r->tensor_ok, PQ_ERR_ARG,
-               "--scheme %s: a per-tensor scale is only available for fp8 and fp8-dynamic", r->name);
+               "--scheme %s: a per-tensor scale is only available for fp8, fp8-dynamic and fp8-static", r->name);
     PQ_FAIL_IF(group < PQ_GROUP_TENSOR, PQ_ERR_ARG, "--scheme %s: bad group %d", r->name, group);
     PQ_FAIL_IF(!sym && !r->asym_ok, PQ_ERR_ARG, "--scheme %s --asym: %s weights are symmetric only", r->name,
                r->name);
@@ -62,8 +63,17 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out) {
     return PQ_OK;
 }
 
+pq_status pq_scheme_static_act(pq_scheme *s) {
+    if (s->act == PQ_ACT_INT8_TOKEN) s->act = PQ_ACT_INT8_TENSOR;
+    PQ_FAIL_IF(!pq_scheme_act_static(s), PQ_ERR_ARG, "--act-scale static: only for w8a8 and fp8-static (%s %s)",
+               pq_scheme_name(s->id), s->act == PQ_ACT_NONE ? "quantizes no activations" : "is dynamic by name");
+    return PQ_OK;
+}
+
+int pq_scheme_act_static(const pq_scheme *s) { return s->act == PQ_ACT_INT8_TENSOR || s->act == PQ_ACT_FP8_TENSOR; }
+
 pq_wformat pq_scheme_wformat(const pq_scheme *s) {
-    return s->is_float ? PQ_W_FP8 : s->act == PQ_ACT_INT8_TOKEN ? PQ_W_INT8 : PQ_W_QPACK;
+    return s->is_float ? PQ_W_FP8 : s->act == PQ_ACT_INT8_TOKEN || s->act == PQ_ACT_INT8_TENSOR ? PQ_W_INT8 : PQ_W_QPACK;
 }
 
 void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap) {
@@ -73,7 +83,9 @@ void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap) {
     int bits_default = (unsigned)s->id < PQ_SCHEME_COUNT ? SCHEMES[s->id].bits : s->bits;
     char bits[16] = "";
     if (s->bits != bits_default) snprintf(bits, sizeof bits, " %d-bit", s->bits);
-    snprintf(buf, cap, "%s %s %s%s", pq_scheme_name(s->id), g, s->sym ? "sym" : "asym", bits);
+    int extra_static = s->act == PQ_ACT_INT8_TENSOR; // fp8-static says so by name
+    snprintf(buf, cap, "%s %s %s%s%s", pq_scheme_name(s->id), g, s->sym ? "sym" : "asym", bits,
+             extra_static ? " static" : "");
 }
 
 long long pq_scheme_matrix_bytes(const pq_scheme *s, int rows, int cols, int scale_bytes) {

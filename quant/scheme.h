@@ -13,6 +13,14 @@
 //   fp8-dynamic   FP8 E4M3, per channel (default) FP8 E4M3 dynamic per     float-quantized
 //                 or per tensor scale             token (llm-compressor's
 //                                                 FP8_DYNAMIC preset)
+//   fp8-static    FP8 E4M3, per channel (default) FP8 E4M3 static per      float-quantized
+//                 or per tensor scale             tensor, calibrated (with
+//                                                 --fp8-scale tensor:
+//                                                 llm-compressor's FP8 preset)
+// w8a8 takes static per-tensor INT8 activations instead of dynamic per-token
+// ones with pq_scheme_static_act (`--act-scale static`). A static scheme's
+// activation scales come from calibration (quant/smooth.h): each quantized
+// linear stores M.input_scale (formats/packed.h).
 //
 // Scales are stored in the model's dtype (F16 / BF16 / F32), as
 // compressed-tensors does (initialize.py: scale_dtype = observed dtype).
@@ -25,10 +33,11 @@
 #include "kernels/linear.h"
 
 typedef enum { PQ_SCHEME_W4A16, PQ_SCHEME_W8A16, PQ_SCHEME_W8A8, PQ_SCHEME_FP8, PQ_SCHEME_FP8_DYNAMIC,
-               PQ_SCHEME_COUNT } pq_scheme_id;
+               PQ_SCHEME_FP8_STATIC, PQ_SCHEME_COUNT } pq_scheme_id;
 
-// How a scheme quantizes activations at run time (all dynamic, per token).
-typedef enum { PQ_ACT_NONE, PQ_ACT_INT8_TOKEN, PQ_ACT_FP8_TOKEN } pq_act_quant;
+// How a scheme quantizes activations at run time: dynamic per token, or with
+// one static (calibrated) scale per tensor.
+typedef enum { PQ_ACT_NONE, PQ_ACT_INT8_TOKEN, PQ_ACT_FP8_TOKEN, PQ_ACT_INT8_TENSOR, PQ_ACT_FP8_TENSOR } pq_act_quant;
 
 // Granularity of the weight scales.
 #define PQ_GROUP_CHANNEL 0   // one scale per output channel
@@ -64,12 +73,20 @@ const char *pq_scheme_format(const pq_scheme *s);
 // PQ_ERR_ARG with a message naming both; *out is then unchanged.
 pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out);
 
+// Makes a w8a8 scheme's activations static per tensor (INT8); fp8-static
+// already is. Any other scheme is PQ_ERR_ARG naming it (*s unchanged).
+pq_status pq_scheme_static_act(pq_scheme *s);
+
+// Whether the activations are quantized with a static (calibrated) scale.
+int pq_scheme_act_static(const pq_scheme *s);
+
 // How the weights are stored and run: PQ_W_FP8 for the fp8 schemes,
 // PQ_W_INT8 (one int8 per weight, compressed-tensors int-quantized) for
 // w8a8, PQ_W_QPACK (pack-quantized) for the weight-only integer schemes.
 pq_wformat pq_scheme_wformat(const pq_scheme *s);
 
-// "w4a16 g128 sym", "fp8 channel", "w4a16 g32 sym 3-bit", ... into buf
+// "w4a16 g128 sym", "fp8 channel sym", "w4a16 g32 sym 3-bit", "w8a8 channel
+// sym static" (static activations of a w8a8 scheme), ... into buf
 // (always NUL-terminated).
 void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap);
 

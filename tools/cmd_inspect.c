@@ -29,7 +29,8 @@ static pq_status print_quantization(const char *cfg_path) {
     PQ_TRY(s);
     if (info.quantized) {
         static const char *const ACT[] = {"weight only", "int8 activations dynamic per token",
-                                          "fp8 activations dynamic per token"};
+                                          "fp8 activations dynamic per token", "int8 activations static per tensor",
+                                          "fp8 activations static per tensor"};
         char desc[64];
         pq_scheme_describe(&info.scheme, desc, sizeof desc);
         printf("quantization: %s, compressed-tensors %s, %s, ignore [", desc, info.format, ACT[info.scheme.act]);
