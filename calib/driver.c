@@ -17,11 +17,14 @@
 #define MADV_PAGEOUT 21
 #endif
 
+// o's input is the attention output, a linear function of v_proj's output
+// (per kv head: with grouped-query attention the heads of a kv group read the
+// same v rows); down's input is silu(gate) * up, linear in up_proj's output.
 const pq_input_group PQ_INPUT_GROUPS[PQ_NGROUPS] = {
-    {PQ_Q, 3, {PQ_Q, PQ_K, PQ_V}, "q/k/v"},
-    {PQ_O, 1, {PQ_O}, "o"},
-    {PQ_GATE, 2, {PQ_GATE, PQ_UP}, "gate/up"},
-    {PQ_DOWN, 1, {PQ_DOWN}, "down"},
+    {PQ_Q, 3, {PQ_Q, PQ_K, PQ_V}, "q/k/v", PQ_FROM_ATTN_NORM, PQ_Q},
+    {PQ_O, 1, {PQ_O}, "o", PQ_FROM_LINEAR, PQ_V},
+    {PQ_GATE, 2, {PQ_GATE, PQ_UP}, "gate/up", PQ_FROM_MLP_NORM, PQ_GATE},
+    {PQ_DOWN, 1, {PQ_DOWN}, "down", PQ_FROM_LINEAR, PQ_UP},
 };
 
 int pq_input_group_cols(const pq_config *c, int g) {
@@ -181,12 +184,12 @@ static pq_status quantize_block(drv *v, int l) {
         if (s == PQ_OK) s = pass(v, l, 1);
         for (int g = g0; g < g1 && s == PQ_OK; g++)
             if (v->gpu[g]) s = pq_xtx_cuda_read(v->gpu[g], v->st[g].xtx);
-        for (int g = g0; g < g1 && s == PQ_OK; g++) {
-            pq_act_stats_finish(&v->st[g]);
-            double t0 = pq_now();
+        for (int g = g0; g < g1 && s == PQ_OK; g++) pq_act_stats_finish(&v->st[g]);
+        double t0 = pq_now();
+        if (v->meth->quantize_block && s == PQ_OK) s = v->meth->quantize_block(v->meth->ud, l, L, v->st, v->X);
+        for (int g = g0; g < g1 && s == PQ_OK && !v->meth->quantize_block; g++)
             s = v->meth->quantize_group(v->meth->ud, l, g, L, &v->st[g]);
-            v->r->t_method += pq_now() - t0;
-        }
+        v->r->t_method += pq_now() - t0;
         for (int g = g0; g < g1; g++) {
             pq_act_stats_free(&v->st[g]);
             pq_xtx_cuda_free(v->gpu[g]);
@@ -239,6 +242,8 @@ pq_status pq_calib_run(pq_model *m, const pq_calib_data *d, const pq_calib_metho
     int gpu = (meth->stats & PQ_STAT_XTX) &&
               (p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0));
     PQ_CHECK_GOTO(gpu && pq_cuda_device_count() < 1, s, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
+    PQ_CHECK_GOTO(meth->quantize_block && p->true_sequential, s, PQ_ERR_ARG,
+                  "--true-sequential: this method calibrates every group of a block from one pass");
     if (p->first_block >= c->n_layers) goto done; // every block done: nothing to regenerate
     PQ_TRY_GOTO(s, pq_blas_init());
     PQ_TRY_GOTO(s, setup(&v));

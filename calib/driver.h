@@ -38,15 +38,18 @@
 #include "eval/model.h"
 
 // Linears that read the same input, with the hook slot of that input
-// (eval/block_cpu.h): the one table of this wiring for the Llama family
-// (Llama, Mistral, Qwen2). AWQ / SmoothQuant will add here which norm or
-// linear a group's input scale folds into.
+// (eval/block_cpu.h) and the op that produces it, into which a per-channel
+// input scale folds (AWQ, SmoothQuant; quant/fold.h): the one table of this
+// wiring for the Llama family (Llama, Mistral, Qwen2).
 #define PQ_NGROUPS 4
+typedef enum { PQ_FROM_ATTN_NORM, PQ_FROM_MLP_NORM, PQ_FROM_LINEAR } pq_producer;
 typedef struct {
     pq_linear_slot input;          // PQ_Q, PQ_O, PQ_GATE, PQ_DOWN
     int n;                         // members
     pq_linear_slot members[3];
     const char *name;              // "q/k/v", "o", "gate/up", "down"
+    pq_producer from;              // input_layernorm, post_attention_layernorm or a linear:
+    pq_linear_slot from_slot;      //   that linear's rows (PQ_FROM_LINEAR: v_proj, up_proj)
 } pq_input_group;
 extern const pq_input_group PQ_INPUT_GROUPS[PQ_NGROUPS];
 
@@ -62,6 +65,14 @@ typedef struct {
     // xtx symmetric) and installs quantized linears into L->lin[members];
     // what they point to must stay valid until block_done returns.
     pq_status (*quantize_group)(void *ud, int layer, int g, pq_layer *L, const pq_act_stats *st);
+    // Instead of quantize_group, for a method that needs every group of a
+    // block at once (a scale of one group folds into a linear of another:
+    // AWQ, SmoothQuant): called once per block, after one pass measured all
+    // groups (true_sequential is then PQ_ERR_ARG), with their statistics
+    // st[PQ_NGROUPS] and the block's input X [n][len][hidden] (read only).
+    // It installs whatever the final pass should run into L (linears, norms);
+    // L's pointers must stay valid until block_done returns.
+    pq_status (*quantize_block)(void *ud, int layer, pq_layer *L, const pq_act_stats *st, const float *X);
     // Resume: installs the quantized linears of a block an earlier run finished.
     pq_status (*load_block)(void *ud, int layer, pq_layer *L);
     // Block `layer` has run quantized over every window (resumed: it was
