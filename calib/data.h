@@ -63,6 +63,9 @@ pq_status pq_calib_windows(const int32_t *stream, size_t n, int bos, const pq_ca
 
 void pq_calib_data_free(pq_calib_data *d); // NULL-safe
 
+// "N x L tokens, seed S, mode": the provenance line of a calibration.
+void pq_calib_describe(int n, int len, uint64_t seed, pq_calib_mode mode, char *buf, size_t cap);
+
 // "random" / "concat"; PQ_ERR_ARG for anything else.
 pq_status pq_calib_parse_mode(const char *s, pq_calib_mode *out);
 const char *pq_calib_mode_name(pq_calib_mode m);

@@ -19,14 +19,26 @@
 #include "formats/sha256.h"
 #include "quant/quantize_run.h"
 #include "quant/rtn.h"
+#include "quant/scales.h"
 #include "quant/scheme.h"
 
 #define PATH_CAP 4096
 
-// Methods by name; those whose issue has not landed yet are refused, not stubbed.
-static const struct { const char *name; int available, calibrated; } METHODS[] = {
-    {"rtn", 1, 0}, {"gptq", 1, 1}, {"awq", 0, 1}, {"smoothquant", 0, 1},
+// Methods by name: whether they calibrate, whether they fold scales /
+// calibrate static activation scales (quant/smooth.h), their default scheme.
+static const struct {
+    const char *name;
+    int calibrated, smooth;
+    pq_smooth_kind kind;
+    const char *scheme;
+} METHODS[] = {
+    {"rtn", 0, 0, PQ_SMOOTH_NONE, "w4a16"},
+    {"gptq", 1, 0, PQ_SMOOTH_NONE, "w4a16"},
+    {"awq", 1, 1, PQ_SMOOTH_AWQ, "w4a16"},
+    {"smoothquant", 1, 1, PQ_SMOOTH_SQ, "w8a8"},
+    {"fp8", 1, 1, PQ_SMOOTH_NONE, "fp8-static"},
 };
+#define NMETHODS (int)(sizeof METHODS / sizeof METHODS[0])
 
 // Files copied from the source directory when present.
 static const char *const SIDE_FILES[] = {
@@ -37,9 +49,19 @@ static const char *const SIDE_FILES[] = {
 
 pq_quantize_params pq_quantize_default_params(void) {
     pq_gptq_params g = pq_gptq_default_params();
-    return (pq_quantize_params){.scheme = "w4a16", .method = "rtn", .group = PQ_GROUP_DEFAULT,
-                                .sym = PQ_SYM_DEFAULT, .calib = pq_calib_default_params(), .damp = g.damp,
-                                .block_size = g.block_size, .device = PQ_DEVICE_AUTO};
+    return (pq_quantize_params){.group = PQ_GROUP_DEFAULT, .sym = PQ_SYM_DEFAULT,
+                                .calib = pq_calib_default_params(), .damp = g.damp, .block_size = g.block_size,
+                                .device = PQ_DEVICE_AUTO, .smooth = pq_smooth_default_params()};
+}
+
+pq_status pq_quantize_parse_alpha(const char *s, double *alpha) {
+    if (strcmp(s, "auto") == 0) return *alpha = PQ_ALPHA_AUTO, PQ_OK;
+    char *end;
+    double a = strtod(s, &end);
+    PQ_FAIL_IF(*s == '\0' || *end || !(a >= 0 && a <= 1), PQ_ERR_ARG,
+               "--alpha %s: expected a number in [0, 1] or auto", s);
+    *alpha = a;
+    return PQ_OK;
 }
 
 pq_status pq_quantize_parse_group(const char *s, int *group) {
@@ -54,18 +76,42 @@ pq_status pq_quantize_parse_group(const char *s, int *group) {
 }
 
 // Flags only a calibrated method reads, given to one that does not.
-static pq_status check_uncalibrated(const pq_quantize_params *p) {
+static pq_status check_uncalibrated(const pq_quantize_params *p, const char *method) {
     const char *flag = p->calib.path ? "--calib" : p->act_order ? "--act-order" : p->static_groups ? "--static-groups"
                        : p->true_sequential ? "--true-sequential" : p->resume ? "--resume" : NULL;
-    PQ_FAIL_IF(flag, PQ_ERR_ARG, "%s: only for a calibrated method (--method gptq), not --method %s", flag, p->method);
+    PQ_FAIL_IF(flag && p->scales, PQ_ERR_ARG, "%s: --scales applies a finished calibration; it takes no calibration "
+               "flags", flag);
+    PQ_FAIL_IF(flag, PQ_ERR_ARG, "%s: only for a calibrated method (--method gptq), not --method %s", flag, method);
     return PQ_OK;
 }
 
-static pq_status check_calibrated(const pq_quantize_params *p, const pq_scheme *s) {
-    PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
-               "--method %s --scheme %s: GPTQ writes the weight-only integer schemes (w4a16, w8a16)", p->method,
+// Flags of one method given to another.
+static pq_status check_method_flags(const pq_quantize_params *p, const char *method, int gptq, pq_smooth_kind kind,
+                                    int smooth) {
+    pq_gptq_params g = pq_gptq_default_params();
+    pq_smooth_params d = pq_smooth_default_params();
+    const pq_smooth_params *sp = &p->smooth;
+    const char *flag = gptq ? NULL
+                       : p->act_order ? "--act-order" : p->static_groups ? "--static-groups"
+                       : p->true_sequential ? "--true-sequential" : p->damp != g.damp ? "--damp"
+                       : p->block_size != g.block_size ? "--block-size" : NULL;
+    PQ_FAIL_IF(flag && (smooth || p->scales), PQ_ERR_ARG, "%s: only for --method gptq, not --method %s", flag, method);
+    flag = kind != PQ_SMOOTH_SQ && sp->alpha != d.alpha ? "--alpha"
+           : kind != PQ_SMOOTH_AWQ && (sp->grid != d.grid || sp->clip_grid != d.clip_grid) ? "--awq-grid/--awq-clip-grid"
+           : kind == PQ_SMOOTH_NONE && sp->search_tokens != d.search_tokens ? "--search-tokens" : NULL;
+    PQ_FAIL_IF(flag, PQ_ERR_ARG, "%s: not a flag of --method %s", flag, method);
+    PQ_FAIL_IF(p->scales && (sp->alpha != d.alpha || sp->grid != d.grid || sp->clip_grid != d.clip_grid ||
+                             sp->search_tokens != d.search_tokens),
+               PQ_ERR_ARG, "--scales applies a finished calibration; its search flags were given to pq calibrate");
+    return PQ_OK;
+}
+
+static pq_status check_calibrated(const pq_quantize_params *p, const pq_scheme *s, const char *method, int gptq) {
+    PQ_FAIL_IF(gptq && pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
+               "--method %s --scheme %s: GPTQ writes the weight-only integer schemes (w4a16, w8a16)", method,
                pq_scheme_name(s->id));
-    PQ_FAIL_IF(!p->calib.path, PQ_ERR_ARG, "--method %s needs calibration text: --calib FILE", p->method);
+    PQ_FAIL_IF(!p->calib.path, PQ_ERR_ARG, "--method %s%s needs calibration text: --calib FILE", method,
+               pq_scheme_act_static(s) ? " with static activation scales" : "");
     PQ_FAIL_IF(p->calib.nsamples < 1, PQ_ERR_ARG, "--nsamples %d: need at least one calibration window",
                p->calib.nsamples);
     PQ_FAIL_IF(p->calib.seqlen < 2, PQ_ERR_ARG, "--seqlen %d: a calibration window needs at least 2 tokens",
@@ -77,19 +123,44 @@ static pq_status check_calibrated(const pq_quantize_params *p, const pq_scheme *
     return PQ_OK;
 }
 
-// The method and scheme the parameters ask for; *calibrated (optional)
-// whether the method runs through the calibration driver.
-static pq_status resolve(const pq_quantize_params *p, pq_scheme *s, int *calibrated) {
-    int m = -1;
-    for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0] && p->method; i++)
-        if (strcmp(p->method, METHODS[i].name) == 0) m = (int)i;
-    PQ_FAIL_IF(m < 0, PQ_ERR_ARG, "--method %s: not a method (rtn, gptq, awq, smoothquant)",
-               p->method ? p->method : "(none)");
-    PQ_FAIL_IF(!METHODS[m].available, PQ_ERR_ARG, "--method %s: not available yet in pq %s (use --method rtn or gptq)",
-               p->method, PQ_VERSION);
+static int method_index(const char *name) {
+    for (int i = 0; i < NMETHODS; i++)
+        if (strcmp(name, METHODS[i].name) == 0) return i;
+    return -1;
+}
+
+// The method the parameters ask for: p->method, or with --scales the file's
+// (which p->method, if given, must name).
+static pq_status method_of(const pq_quantize_params *p, int *m) {
+    const char *name = p->method ? p->method : "rtn";
+    *m = method_index(name);
+    PQ_FAIL_IF(*m < 0, PQ_ERR_ARG, "--method %s: not a method (rtn, gptq, awq, smoothquant, fp8)", name);
+    if (!p->scales) return PQ_OK;
+    pq_scales_file *f;
+    PQ_TRY(pq_scales_open(p->scales, &f));
+    const char *fm = pq_scales_meta_get(f, "pq.method");
+    int k = fm ? method_index(fm) : -1;
+    pq_status s = PQ_OK;
+    if (k < 0 || !METHODS[k].smooth)
+        s = PQ_FAIL(PQ_ERR_FORMAT, "%s: pq.method \"%s\" is not a method pq calibrate writes", p->scales,
+                    fm ? fm : "(missing)");
+    else if (p->method && k != *m)
+        s = PQ_FAIL(PQ_ERR_ARG, "--method %s: %s was calibrated with --method %s", p->method, p->scales, fm);
+    pq_scales_close(f);
+    *m = k;
+    return s;
+}
+
+pq_status pq_qrun_resolve(const pq_quantize_params *p, pq_qrun_resolved *o) {
+    int m;
+    PQ_TRY(method_of(p, &m));
+    pq_scheme *s = &o->scheme;
+    o->method = METHODS[m].name;
     PQ_FAIL_IF(p->fp8_tensor && p->group != PQ_GROUP_DEFAULT, PQ_ERR_ARG,
                "--fp8-scale tensor and --group exclude each other");
-    PQ_TRY(pq_scheme_make(p->scheme, p->fp8_tensor ? PQ_GROUP_TENSOR : p->group, p->sym, s));
+    PQ_TRY(pq_scheme_make(p->scheme ? p->scheme : METHODS[m].scheme, p->fp8_tensor ? PQ_GROUP_TENSOR : p->group,
+                          p->sym, s));
+    if (p->act_static) PQ_TRY(pq_scheme_static_act(s));
     if (p->bits) {
         PQ_FAIL_IF(p->bits < 2 || p->bits > 8, PQ_ERR_ARG, "--bits %d: not in 2..8", p->bits);
         PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
@@ -98,30 +169,39 @@ static pq_status resolve(const pq_quantize_params *p, pq_scheme *s, int *calibra
     }
     PQ_FAIL_IF(p->zstd_level < 0 || p->zstd_level > 22, PQ_ERR_ARG, "zstd level %d not in 1..22", p->zstd_level);
     PQ_FAIL_IF(!p->model || !p->out, PQ_ERR_ARG, "a model and an output directory are required");
-    if (METHODS[m].calibrated) {
-        PQ_TRY(check_calibrated(p, s));
+    int gptq = !METHODS[m].smooth && METHODS[m].calibrated;
+    o->kind = METHODS[m].kind;
+    o->smooth = METHODS[m].smooth || pq_scheme_act_static(s); // rtn + static activations: calibrated scales
+    o->calibrated = (METHODS[m].calibrated || o->smooth) && !p->scales;
+    PQ_TRY(check_method_flags(p, o->method, gptq, o->kind, o->smooth));
+    if (o->smooth) PQ_TRY(pq_smooth_check(o->kind, &p->smooth, s));
+    if (o->calibrated) {
+        PQ_TRY(check_calibrated(p, s, o->method, gptq));
         if (p->act_order && s->group > 0) s->actorder = p->static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;
     } else {
-        PQ_TRY(check_uncalibrated(p));
+        PQ_TRY(check_uncalibrated(p, o->method));
     }
-    if (calibrated) *calibrated = METHODS[m].calibrated;
     return PQ_OK;
 }
 
 pq_status pq_quantize_describe(const pq_quantize_params *p, char *buf, size_t cap) {
-    pq_scheme s;
-    int calibrated;
-    PQ_TRY(resolve(p, &s, &calibrated));
-    char desc[64], cal[1400] = "";
-    pq_scheme_describe(&s, desc, sizeof desc);
-    if (calibrated)
-        snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu), damp %g, block %d%s%s%s%s",
-                 p->calib.path, p->calib.nsamples, p->calib.seqlen, pq_calib_mode_name(p->calib.mode),
-                 (unsigned long long)p->calib.seed, p->damp, p->block_size, p->act_order ? ", act-order" : "",
-                 p->static_groups ? ", static groups" : "", p->true_sequential ? ", true-sequential" : "",
-                 p->resume ? ", --resume" : "");
-    snprintf(buf, cap, "%s -> %s: %s %s (%s)%s%s%s%s", p->model, p->out, p->method, desc, pq_scheme_format(&s), cal,
-             p->quantize_head ? ", lm_head too" : "", p->zstd_level > 0 ? ", + zstd" : "", p->force ? ", --force" : "");
+    pq_qrun_resolved o;
+    PQ_TRY(pq_qrun_resolve(p, &o));
+    char desc[64], cal[1400] = "", meth[200] = "";
+    pq_scheme_describe(&o.scheme, desc, sizeof desc);
+    if (o.calibrated && !o.smooth)
+        snprintf(meth, sizeof meth, ", damp %g, block %d%s%s%s", p->damp, p->block_size,
+                 p->act_order ? ", act-order" : "", p->static_groups ? ", static groups" : "",
+                 p->true_sequential ? ", true-sequential" : "");
+    if (o.calibrated && o.smooth) pq_smooth_describe(o.kind, &p->smooth, meth, sizeof meth);
+    if (o.calibrated)
+        snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu)%s%s", p->calib.path,
+                 p->calib.nsamples, p->calib.seqlen, pq_calib_mode_name(p->calib.mode),
+                 (unsigned long long)p->calib.seed, meth, p->resume ? ", --resume" : "");
+    if (p->scales) snprintf(cal, sizeof cal, ", scales %.1000s", p->scales);
+    snprintf(buf, cap, "%s -> %s: %s %s (%s)%s%s%s%s", p->model, p->out, o.method, desc, pq_scheme_format(&o.scheme),
+             cal, p->quantize_head ? ", lm_head too" : "", p->zstd_level > 0 ? ", + zstd" : "",
+             p->force ? ", --force" : "");
     return PQ_OK;
 }
 
@@ -202,6 +282,7 @@ static pq_status put_passthrough(run *r) {
         const pq_tensor *t = pq_st_at(st, i);
         module_of(t->name, module, sizeof module);
         if (quantized_linear(r, module) && strcmp(t->name + strlen(module), ".weight") == 0) continue;
+        if (pq_qrun_smooth_rewrites(r, t->name)) continue;
         PQ_TRY(pq_st_writer_put(r->w, t->name, t->data, t->nbytes));
     }
     return PQ_OK;
@@ -227,7 +308,7 @@ static pq_status quantize_all(run *r) {
     const pq_config *c = &r->m->cfg;
     char module[256];
     double e;
-    for (int l = 0; l < c->n_layers && !r->calibrated; l++) {
+    for (int l = 0; l < c->n_layers && !r->calibrated && !r->smooth; l++) {
         double sum = 0;
         for (int s = 0; s < PQ_NLINEAR; s++) {
             snprintf(module, sizeof module, "model.layers.%d.%s", l, pq_linear_slot_name((pq_linear_slot)s));
@@ -239,6 +320,7 @@ static pq_status quantize_all(run *r) {
         if (r->progress) r->progress(r->ud, &ev);
     }
     if (r->calibrated) PQ_TRY(pq_qrun_calib_blocks(r));
+    else if (r->smooth) PQ_TRY(pq_qrun_scales_blocks(r));
     // lm_head: RTN for every method (its input statistics are not gathered)
     if (r->p->quantize_head) PQ_TRY(quantize_one(r, "lm_head", &r->m->lm_head, &e));
     return PQ_OK;
@@ -260,15 +342,22 @@ static pq_status set_metadata(run *r) {
     pq_scheme_describe(&r->scheme, desc, sizeof desc);
     PQ_TRY(pq_st_writer_set_metadata(r->w, "format", "pt")); // transformers refuses a file without it
     PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.version", PQ_VERSION));
-    PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.method", r->p->method));
+    PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.method", r->method));
     PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.scheme", desc));
     PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.source", r->p->model));
     if (r->calibrated) {
         char n[64];
         PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.calibration_sha256", r->calib.sha256));
-        snprintf(n, sizeof n, "%d x %d tokens, seed %llu, %s", r->calib.n, r->calib.len,
-                 (unsigned long long)r->p->calib.seed, pq_calib_mode_name(r->p->calib.mode));
+        pq_calib_describe(r->calib.n, r->calib.len, r->p->calib.seed, r->p->calib.mode, n, sizeof n);
         PQ_TRY(pq_st_writer_set_metadata(r->w, "pq.calibration", n));
+    }
+    if (r->scales) { // what the inline run writes: the same file
+        const char *keys[] = {"pq.calibration_sha256", "pq.calibration"};
+        for (int i = 0; i < 2; i++) {
+            const char *v = pq_scales_meta_get(r->scales, keys[i]);
+            PQ_FAIL_IF(!v, PQ_ERR_FORMAT, "%s: __metadata__ lacks %s", r->p->scales, keys[i]);
+            PQ_TRY(pq_st_writer_set_metadata(r->w, keys[i], v));
+        }
     }
     return pq_st_writer_set_metadata(r->w, "pq.source_sha256", r->sha);
 }
@@ -330,12 +419,13 @@ static pq_status measure(run *r, pq_quantize_result *res) {
 
 static pq_status write_provenance(run *r, const pq_quantize_result *res) {
     const pq_scheme *s = &r->scheme;
-    static const char *const ACT[] = {"none (weight only)", "int8 dynamic per token", "fp8 e4m3 dynamic per token"};
+    static const char *const ACT[] = {"none (weight only)", "int8 dynamic per token", "fp8 e4m3 dynamic per token",
+                                      "int8 static per tensor", "fp8 e4m3 static per tensor"};
     json_t *group = s->group > 0 ? json_integer(s->group) : json_string(s->group ? "tensor" : "channel");
     json_t *doc = json_pack(
         "{s:s, s:s, s:s, s:o, s:b, s:s, s:s, s:s, s:b, s:{s:s, s:s, s:i}, s:f, s:I, s:I, s:i, s:i, s:{s:f, s:f}, "
         "s:{s:I, s:I}, s:O, s:{s:f, s:f, s:f}, s:i}",
-        "pq_version", PQ_VERSION, "method", r->p->method, "scheme", pq_scheme_name(s->id), "group", group,
+        "pq_version", PQ_VERSION, "method", r->method, "scheme", pq_scheme_name(s->id), "group", group,
         "symmetric", s->sym, "activations", ACT[s->act], "format", res->format, "scale_dtype",
         pq_dtype_name(pq_qrun_scale_dtype(&r->m->layers[0].lin[0])), "quantize_head", r->p->quantize_head,
         "source", "path", r->p->model, "sha256", r->sha, "files", pq_st_file_count(r->m->st),
@@ -348,6 +438,17 @@ static pq_status write_provenance(run *r, const pq_quantize_result *res) {
         "seconds", "hash", r->t_hash, "quantize", r->t_quant, "total", res->seconds,
         "threads", pq_pool_size(r->pool));
     PQ_FAIL_IF(!doc, PQ_ERR_NOMEM, "out of memory");
+    if (r->scales) {
+        json_t *sc = json_pack("{s:s, s:s?, s:s?, s:s?, s:o}", "file", r->p->scales, "calibration_sha256",
+                               pq_scales_meta_get(r->scales, "pq.calibration_sha256"), "calibration",
+                               pq_scales_meta_get(r->scales, "pq.calibration"), "params",
+                               pq_scales_meta_get(r->scales, "pq.params"), "pq_version",
+                               json_string(pq_scales_meta_get(r->scales, "pq.version")));
+        if (!sc || json_object_set_new(doc, "scales", sc) != 0) {
+            json_decref(doc);
+            return PQ_FAIL(PQ_ERR_NOMEM, "out of memory");
+        }
+    }
     if (r->calibrated) {
         json_t *cal = pq_qrun_calib_provenance(r);
         int bad = !cal || json_object_update(doc, cal) != 0 ||
@@ -392,6 +493,13 @@ static pq_status open_source(run *r) {
     return PQ_OK;
 }
 
+// --scales: the file, checked against the source and scheme.
+static pq_status open_scales(run *r) {
+    if (!r->p->scales) return PQ_OK;
+    PQ_TRY(pq_scales_open(r->p->scales, &r->scales));
+    return pq_scales_check(r->scales, r->m, r->sha, &r->scheme);
+}
+
 // OUT's temporary directory: a new one, or (calibrated) possibly an interrupted run's.
 static pq_status open_outdir(run *r) {
     if (r->calibrated) return pq_qrun_calib_outdir(r);
@@ -405,12 +513,17 @@ pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress
     run r = {.p = p, .progress = progress, .ud = ud, .lock_fd = -1};
     char path[PATH_CAP];
     pq_status s;
-    PQ_TRY(resolve(p, &r.scheme, &r.calibrated));
+    pq_qrun_resolved o;
+    PQ_TRY(pq_qrun_resolve(p, &o));
+    r.scheme = o.scheme, r.method = o.method, r.calibrated = o.calibrated, r.smooth = o.smooth;
+    r.sp = p->smooth;
+    r.sp.kind = o.kind;
     r.layers = json_array();
     PQ_CHECK_GOTO(!r.layers, s, PQ_ERR_NOMEM, "out of memory");
     PQ_TRY_GOTO(s, open_source(&r));
     PQ_TRY_GOTO(s, pq_pool_create(p->nthreads, &r.pool));
     PQ_TRY_GOTO(s, hash_source(&r));
+    PQ_TRY_GOTO(s, open_scales(&r));
     if (r.calibrated) PQ_TRY_GOTO(s, pq_qrun_calib_prepare(&r));
     PQ_TRY_GOTO(s, open_outdir(&r));
     PQ_TRY_GOTO(s, pq_outdir_path(&r.dir, "model.safetensors", path, sizeof path));
@@ -424,6 +537,7 @@ pq_status pq_quantize(const pq_quantize_params *p, pq_quantize_progress progress
     PQ_TRY_GOTO(s, pq_st_writer_commit(r.w, p->zstd_level));
     PQ_TRY_GOTO(s, write_side_files(&r));
     pq_scheme_describe(&r.scheme, out->scheme, sizeof out->scheme);
+    snprintf(out->method, sizeof out->method, "%s", r.method);
     snprintf(out->format, sizeof out->format, "%s", pq_scheme_format(&r.scheme));
     snprintf(out->source_sha256, sizeof out->source_sha256, "%s", r.sha);
     out->n_quantized = r.n_quantized;
@@ -451,6 +565,7 @@ done:
     pq_st_writer_free(r.w);
     pq_outdir_abort(&r.dir);
     pq_qrun_calib_free(&r);
+    pq_scales_close(r.scales);
     pq_pool_free(r.pool);
     pq_free(r.buf);
     json_decref(r.layers);

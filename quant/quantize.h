@@ -18,6 +18,15 @@
 // "format": "pt" (which transformers requires) and the provenance known
 // before the data is written (method, scheme, source hash, pq version).
 //
+// AWQ, SmoothQuant and the static activation schemes (quant/smooth.h,
+// quant/quantize_smooth.c) are calibrated methods too: per block they fold
+// per-channel scales into the norms / linears producing each group's input
+// (rewriting those norms in OUT), clip (AWQ), calibrate static activation
+// scales (M.input_scale) and quantize with RTN. With `scales` they apply a
+// `pq calibrate` result instead (quant/scales.h: refused if it was made for
+// another model or scheme) without calibration data, block by block, and
+// write the same model.safetensors as the inline run.
+//
 // Calibrated methods (gptq; quant/quantize_gptq.c) stream block by block
 // through the calibration driver (calib/driver.h) instead: the source's
 // tokenizer cuts the calibration text into windows (calib/data.h), each
@@ -44,12 +53,18 @@
 #include "calib/data.h"
 #include "common/status.h"
 #include "eval/engine.h"
+#include "quant/smooth.h"
 
 typedef struct {
     const char *model;       // source checkpoint directory
     const char *out;         // output directory
-    const char *scheme;      // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic"
-    const char *method;      // "rtn", "gptq" ("awq", "smoothquant": later releases)
+    const char *scheme;      // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic", "fp8-static"; NULL: the
+                             // method's (w4a16; smoothquant: w8a8; fp8: fp8-static)
+    const char *method;      // "rtn", "gptq", "awq", "smoothquant", "fp8" (static activation scales,
+                             // no smoothing); NULL: rtn, or the scales file's
+    int act_static;          // static per-tensor activation scales for w8a8 (calibrated)
+    const char *scales;      // apply this `pq calibrate` result (awq, smoothquant, fp8) instead of calibrating
+    pq_smooth_params smooth; // awq / smoothquant: alpha, grids, search tokens (kind: from the method)
     int group;               // PQ_GROUP_DEFAULT, PQ_GROUP_CHANNEL or 32 / 64 / 128
     int sym;                 // PQ_SYM_DEFAULT, 1 or 0
     int fp8_tensor;          // fp8 schemes: one scale per tensor instead of per channel
@@ -75,6 +90,10 @@ pq_quantize_params pq_quantize_default_params(void);
 // is PQ_GROUP_DEFAULT. Anything else is PQ_ERR_ARG.
 pq_status pq_quantize_parse_group(const char *s, int *group);
 
+// "auto" -> PQ_ALPHA_AUTO, a number in [0, 1] -> itself; anything else
+// (not a number, outside [0, 1]) is PQ_ERR_ARG.
+pq_status pq_quantize_parse_alpha(const char *s, double *alpha);
+
 // One line describing the resolved configuration ("model M -> OUT: rtn
 // w4a16 g128 sym (pack-quantized), ..."), or PQ_ERR_ARG naming what is
 // wrong with the parameters (unknown scheme or method, a combination the
@@ -82,6 +101,7 @@ pq_status pq_quantize_parse_group(const char *s, int *group);
 pq_status pq_quantize_describe(const pq_quantize_params *p, char *buf, size_t cap);
 
 typedef struct {
+    char method[32];              // the method run ("rtn", ..., or the --scales file's)
     char scheme[64];              // "w4a16 g128 sym"
     char format[32];              // "pack-quantized"
     int n_quantized;              // linears quantized

@@ -52,13 +52,15 @@ static void inputs_hash(pq_quantize_run *r) {
     char desc[64], line[8192];
     pq_scheme_describe(&r->scheme, desc, sizeof desc);
     int gpu = p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0);
+    const pq_smooth_params *sp = &r->sp;
     snprintf(line, sizeof line,
              "pq %s|source %s %s|method %s|scheme %s actorder %d|head %d|calib %s %d x %d %s seed %llu|damp %.17g "
-             "block %d act %d static %d sequential %d|xtx %s",
-             PQ_VERSION, p->model, r->sha, p->method, desc, (int)r->scheme.actorder, p->quantize_head,
+             "block %d act %d static %d sequential %d|xtx %s|smooth %d alpha %.17g grid %d clip %d tokens %d",
+             PQ_VERSION, p->model, r->sha, r->method, desc, (int)r->scheme.actorder, p->quantize_head,
              r->calib.sha256, r->calib.n, r->calib.len, pq_calib_mode_name(p->calib.mode),
              (unsigned long long)p->calib.seed, p->damp, p->block_size, p->act_order, p->static_groups,
-             p->true_sequential, gpu ? "cuda" : "cpu");
+             p->true_sequential, gpu ? "cuda" : "cpu", (int)sp->kind, sp->alpha, sp->grid, sp->clip_grid,
+             sp->search_tokens);
     pq_sha256 h;
     pq_sha256_init(&h);
     pq_sha256_update(&h, line, strlen(line));
@@ -209,11 +211,26 @@ void pq_qrun_calib_free(pq_quantize_run *r) {
     if (r->lock_fd >= 0) close(r->lock_fd);
     r->lock_fd = -1;
     pq_calib_data_free(&r->calib);
+    pq_st_close(r->tmp_st);
+    r->tmp_st = NULL;
 }
 
 json_t *pq_qrun_calib_provenance(const pq_quantize_run *r) {
     const pq_quantize_params *p = r->p;
     const pq_calib_report *m = &r->mem;
+    if (r->smooth) // the method's own object instead of "gptq"
+        return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                         "s:f, s:f, s:f, s:f}}",
+                         "calibration", "file", p->calib.path, "sha256", r->calib.sha256, "text_tokens",
+                         (json_int_t)r->calib.stream_tokens, "nsamples", r->calib.n, "seqlen", r->calib.len, "seed",
+                         (json_int_t)p->calib.seed, "mode", pq_calib_mode_name(p->calib.mode),
+                         r->method, pq_qrun_smooth_provenance(r),
+                         "memory", "estimate_bytes", (json_int_t)m->total, "peak_rss_bytes", (json_int_t)m->peak_rss,
+                         "base_rss_bytes", (json_int_t)m->base_rss, "model_bytes", (json_int_t)m->model_bytes,
+                         "activation_bytes", (json_int_t)m->act_bytes, "scratch_bytes", (json_int_t)m->scratch_bytes,
+                         "statistics_bytes", (json_int_t)m->stats_bytes, "method_bytes", (json_int_t)m->method_bytes,
+                         "seconds_embed", m->t_embed, "seconds_forward", m->t_forward, "seconds_statistics",
+                         m->t_stats, "seconds_search", m->t_method);
     return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:{s:i, s:f, s:i, s:b, s:b, s:b, s:i, s:s}, "
                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}}",
                      "calibration", "file", p->calib.path, "sha256", r->calib.sha256, "text_tokens",
@@ -236,8 +253,6 @@ typedef struct {
     pq_quantize_run *r;
     pq_qtensor q[PQ_NLINEAR];          // the current block's quantized linears
     pq_packed_owned own[PQ_NLINEAR];   // a resumed block's linears read back
-    pq_st *tmp_st;                     // resume: model.safetensors.tmp read back
-    pq_packed_info info;
     float *row;                        // [widest] one dequantized row
     void *hws, *sws, *ews;             // Hessian, solve and output-error workspaces
     double blk_err, blk_out;           // sums over the current block
@@ -320,32 +335,44 @@ static pq_status quantize_group(void *ud, int layer, int gi, pq_layer *L, const 
 
 // The size of .tmp is its final size (unwritten tensors read as zeros), so
 // that the reader validates it; then the finished blocks' tensors are read.
-static pq_status open_tmp(gptq_method *g) {
-    pq_quantize_run *r = g->r;
+static pq_status open_tmp(pq_quantize_run *r) {
     const char *path = pq_st_writer_tmp_path(r->w);
     PQ_FAIL_IF(truncate(path, (off_t)pq_st_writer_total_bytes(r->w)) != 0, PQ_ERR_IO, "%s: cannot extend: %s", path,
                strerror(errno));
-    g->info = (pq_packed_info){.quantized = 1, .scheme = r->scheme};
-    snprintf(g->info.format, sizeof g->info.format, "%s", pq_scheme_format(&r->scheme));
-    return pq_st_open(path, &g->tmp_st);
+    r->tmp_info = (pq_packed_info){.quantized = 1, .scheme = r->scheme};
+    snprintf(r->tmp_info.format, sizeof r->tmp_info.format, "%s", pq_scheme_format(&r->scheme));
+    return pq_st_open(path, &r->tmp_st);
 }
 
-static pq_status load_block(void *ud, int layer, pq_layer *L) {
-    gptq_method *g = ud;
-    if (!g->tmp_st) PQ_TRY(open_tmp(g));
+pq_status pq_qrun_tmp_load(pq_quantize_run *r, int layer, pq_layer *L, pq_packed_owned own[PQ_NLINEAR]) {
+    if (!r->tmp_st) PQ_TRY(open_tmp(r));
     char module[256];
     for (int s = 0; s < PQ_NLINEAR; s++) {
         const float *bias = L->lin[s].bias;
         module_name(module, sizeof module, layer, s);
-        PQ_TRY(pq_packed_load(g->tmp_st, &g->info, module, L->lin[s].rows, L->lin[s].cols, &L->lin[s], &g->own[s]));
+        PQ_TRY(pq_packed_load(r->tmp_st, &r->tmp_info, module, L->lin[s].rows, L->lin[s].cols, &L->lin[s], &own[s]));
         L->lin[s].bias = bias;
     }
     return PQ_OK;
 }
 
+static pq_status load_block(void *ud, int layer, pq_layer *L) {
+    gptq_method *g = ud;
+    return pq_qrun_tmp_load(g->r, layer, L, g->own);
+}
+
 static void test_kill(const char *var, int blocks) {
     const char *v = getenv(var);
     if (v && atoi(v) == blocks) raise(SIGKILL);
+}
+
+pq_status pq_qrun_block_journaled(pq_quantize_run *r, int layer) {
+    test_kill("PQ_TEST_KILL_AFTER_BLOCK", layer + 1);
+    PQ_TRY(pq_st_writer_sync(r->w));
+    r->blocks_done = layer + 1;
+    PQ_TRY(journal_write(r));
+    test_kill("PQ_TEST_KILL_AFTER_JOURNAL", layer + 1);
+    return PQ_OK;
 }
 
 static pq_status block_done(void *ud, int layer, int resumed) {
@@ -363,11 +390,7 @@ static pq_status block_done(void *ud, int layer, int resumed) {
         }
     } else {
         for (int s = 0; s < PQ_NLINEAR; s++) pq_qtensor_free(&g->q[s]);
-        test_kill("PQ_TEST_KILL_AFTER_BLOCK", layer + 1);
-        PQ_TRY(pq_st_writer_sync(r->w));
-        r->blocks_done = layer + 1;
-        PQ_TRY(journal_write(r));
-        test_kill("PQ_TEST_KILL_AFTER_JOURNAL", layer + 1);
+        PQ_TRY(pq_qrun_block_journaled(r, layer));
     }
     e.layer_rel_err = g->blk_err / PQ_NLINEAR;
     e.layer_out_err = g->blk_out / PQ_NLINEAR;
@@ -410,6 +433,7 @@ static pq_status alloc_method(gptq_method *g, pq_calib_method *meth) {
 }
 
 pq_status pq_qrun_calib_blocks(pq_quantize_run *r) {
+    if (r->smooth) return pq_qrun_smooth_blocks(r);
     gptq_method g = {.r = r};
     pq_calib_method meth;
     pq_status s = alloc_method(&g, &meth);
@@ -434,7 +458,6 @@ pq_status pq_qrun_calib_blocks(pq_quantize_run *r) {
         pq_qtensor_free(&g.q[k]);
         for (int i = 0; i < PQ_PACKED_MAX_OWNED; i++) pq_free(g.own[k].p[i]);
     }
-    pq_st_close(g.tmp_st);
     pq_free(g.hws);
     pq_free(g.sws);
     pq_free(g.ews);

@@ -1,7 +1,9 @@
 // quant/quantize_run.h — internal to the `pq quantize` stage: the state of
-// one run, shared by quant/quantize.c (the stage, RTN) and
+// one run, shared by quant/quantize.c (the stage, RTN),
 // quant/quantize_gptq.c (calibrated methods: GPTQ through the calibration
-// driver, the resume journal). Not a public interface.
+// driver, the resume journal) and quant/quantize_smooth.c (AWQ,
+// SmoothQuant, static activation scales: inline or from --scales). Not a
+// public interface.
 #ifndef PQ_QUANTIZE_RUN_H
 #define PQ_QUANTIZE_RUN_H
 
@@ -15,12 +17,32 @@
 #include "formats/safetensors.h"
 #include "quant/gptq.h"
 #include "quant/quantize.h"
+#include "quant/scales.h"
 #include "quant/scheme.h"
+#include "quant/smooth.h"
+
+// The method and scheme parameters ask for, and how the run goes
+// (quant/quantize.c; pq_calibrate uses it too).
+typedef struct {
+    pq_scheme scheme;
+    const char *method;       // a static string
+    int calibrated;           // through the calibration driver
+    int smooth;               // awq, smoothquant, fp8, or static activation scales (quant/smooth.h)
+    pq_smooth_kind kind;
+} pq_qrun_resolved;
+
+// Validates p (the checks pq_quantize makes first); PQ_ERR_ARG naming what
+// is wrong.
+pq_status pq_qrun_resolve(const pq_quantize_params *p, pq_qrun_resolved *o);
 
 typedef struct {
     const pq_quantize_params *p;
     pq_scheme scheme;
+    const char *method;       // resolved: p->method, or the --scales file's, or "rtn"
     int calibrated;           // the method runs through the calibration driver
+    int smooth;               // quantize_smooth.c writes the blocks (inline or from --scales)
+    pq_smooth_params sp;      // its parameters (kind from the method)
+    pq_scales_file *scales;   // --scales
     pq_model *m;
     pq_pool *pool;
     pq_outdir dir;
@@ -44,6 +66,8 @@ typedef struct {
     int lock_fd;              // flock on the temporary directory, -1 if none
     int n_damp_raised;
     pq_calib_report mem;
+    pq_st *tmp_st;            // resume: model.safetensors.tmp read back
+    pq_packed_info tmp_info;
 } pq_quantize_run;
 
 // Reports a NOTE event (printf-style) to the caller's progress callback.
@@ -69,8 +93,16 @@ pq_status pq_qrun_calib_outdir(pq_quantize_run *r);
 // journal with the blocks done so far.
 pq_status pq_qrun_calib_started(pq_quantize_run *r);
 
-// Every decoder block through the calibration driver with GPTQ.
+// Every decoder block through the calibration driver with GPTQ (or, for
+// the smoothing methods, pq_qrun_smooth_blocks).
 pq_status pq_qrun_calib_blocks(pq_quantize_run *r);
+
+// Block `layer`'s tensors are written: fsync, then the journal counts it.
+pq_status pq_qrun_block_journaled(pq_quantize_run *r, int layer);
+
+// Resume: block `layer`'s quantized linears read back from the temporary
+// model.safetensors.tmp into L (biases kept); their arrays in own.
+pq_status pq_qrun_tmp_load(pq_quantize_run *r, int layer, pq_layer *L, pq_packed_owned own[PQ_NLINEAR]);
 
 // Before OUT is committed: the journal and lock file leave the directory.
 pq_status pq_qrun_calib_finish(pq_quantize_run *r);
@@ -84,5 +116,19 @@ json_t *pq_qrun_calib_provenance(const pq_quantize_run *r);
 pq_status pq_qrun_calib_failed(pq_quantize_run *r, pq_status s);
 
 void pq_qrun_calib_free(pq_quantize_run *r);
+
+// ---- quant/quantize_smooth.c -----------------------------------------------
+
+// Whether tensor `name` of the source is rewritten by the smoothing method
+// (a norm or bias a scale folds into), not copied.
+int pq_qrun_smooth_rewrites(const pq_quantize_run *r, const char *name);
+
+// Every decoder block calibrated inline through the driver (awq,
+// smoothquant, fp8, static activation scales), or applied from --scales.
+pq_status pq_qrun_smooth_blocks(pq_quantize_run *r);
+pq_status pq_qrun_scales_blocks(pq_quantize_run *r);
+
+// pq.json's object of the smoothing parameters (a new reference).
+json_t *pq_qrun_smooth_provenance(const pq_quantize_run *r);
 
 #endif

@@ -28,12 +28,19 @@ static void progress(void *ud, const pq_quantize_event *e) {
 
 int main_quantize(int argc, char **argv) {
     pq_quantize_params p = pq_quantize_default_params();
-    const char *group = "auto", *pos[1];
-    int fp8_scale = 0, zstd = 0, json = 0, seed = 0, mode = 0, device = PQ_DEVICE_AUTO;
+    const char *group = "auto", *alpha = "0.5", *pos[1];
+    int fp8_scale = 0, zstd = 0, json = 0, seed = 0, mode = 0, device = PQ_DEVICE_AUTO, act_scale = 0;
     const cli_flag flags[] = {
         {"-o", FLAG_STR, &p.out, "output directory (required; must not exist unless --force)", NULL, 0, "OUT"},
-        {"--scheme", FLAG_STR, &p.scheme, "w4a16 | w8a16 | w8a8 | fp8 (weight only) | fp8-dynamic", NULL, 0, "S"},
-        {"--method", FLAG_STR, &p.method, "rtn | gptq (awq, smoothquant: not available yet)", NULL, 0, "M"},
+        {"--scheme", FLAG_STR, &p.scheme,
+         "w4a16 | w8a16 | w8a8 | fp8 (weight only) | fp8-dynamic | fp8-static (none: w4a16; smoothquant: w8a8; "
+         "fp8: fp8-static)", NULL, 0, "S"},
+        {"--method", FLAG_STR, &p.method,
+         "rtn | gptq | awq | smoothquant | fp8 (static activation scales, no smoothing) (none: rtn, or --scales')",
+         NULL, 0, "M"},
+        {"--scales", FLAG_STR, &p.scales, "apply a pq calibrate result instead of calibrating", NULL, 0, "FILE"},
+        {"--act-scale", FLAG_CHOICE, &act_scale, "w8a8 activations: per token at run time, or one calibrated scale "
+         "per tensor", "dynamic|static", 0, NULL},
         {"--group", FLAG_STR, &group, "32 | 64 | 128 | channel | auto (w4a16: 128, others: channel)", NULL, 0, "G"},
         {"--sym", FLAG_BOOL, &p.sym, "symmetric weights, no zero point (default for every scheme)", NULL, 1, NULL},
         {"--asym", FLAG_BOOL, &p.sym, "asymmetric weights with zero points (w4a16 only)", NULL, 0, NULL},
@@ -44,13 +51,20 @@ int main_quantize(int argc, char **argv) {
         {"--zstd", FLAG_BOOL, &zstd, "also write model.safetensors.zst (zstd level 9)", NULL, 1, NULL},
         {"--force", FLAG_BOOL, &p.force, "replace an existing OUT once the new one is complete", NULL, 1, NULL},
         {"--bits", FLAG_INT, &p.bits, "weight bits 2..8 for w4a16 / w8a16 (0 = the scheme's)", NULL, 0, "N"},
-        {"--calib", FLAG_STR, &p.calib.path, "gptq: calibration text file", NULL, 0, "FILE"},
-        {"--nsamples", FLAG_INT, &p.calib.nsamples, "gptq: calibration windows", NULL, 0, "N"},
-        {"--seqlen", FLAG_INT, &p.calib.seqlen, "gptq: tokens per window (clamped to the model's context)", NULL, 0,
-         "L"},
-        {"--seed", FLAG_INT, &seed, "gptq: seed of the window choice", NULL, 0, "S"},
-        {"--calib-mode", FLAG_CHOICE, &mode, "gptq: windows at seeded random starts, or consecutive",
+        {"--calib", FLAG_STR, &p.calib.path, "calibrated methods: calibration text file", NULL, 0, "FILE"},
+        {"--nsamples", FLAG_INT, &p.calib.nsamples, "calibrated methods: calibration windows", NULL, 0, "N"},
+        {"--seqlen", FLAG_INT, &p.calib.seqlen, "calibrated methods: tokens per window (clamped to the model's "
+         "context)", NULL, 0, "L"},
+        {"--seed", FLAG_INT, &seed, "calibrated methods: seed of the window choice", NULL, 0, "S"},
+        {"--calib-mode", FLAG_CHOICE, &mode, "calibrated methods: windows at seeded random starts, or consecutive",
          "random|concat", 0, NULL},
+        {"--alpha", FLAG_STR, &alpha, "smoothquant: migration strength in [0, 1], or auto (searched per group)", NULL,
+         0, "A"},
+        {"--awq-grid", FLAG_INT, &p.smooth.grid, "awq: alpha candidates i/N over [0, 1)", NULL, 0, "N"},
+        {"--awq-clip-grid", FLAG_INT, &p.smooth.clip_grid, "awq: clip candidates 1 - i/N down to 0.5 (0: no clipping)",
+         NULL, 0, "N"},
+        {"--search-tokens", FLAG_INT, &p.smooth.search_tokens, "awq, smoothquant: tokens of whole windows the "
+         "searches measure their error on", NULL, 0, "N"},
         {"--damp", FLAG_DOUBLE, &p.damp, "gptq: dampening, a fraction of the Hessian's mean diagonal", NULL, 0, "X"},
         {"--block-size", FLAG_INT, &p.block_size, "gptq: columns per lazy batch update", NULL, 0, "N"},
         {"--act-order", FLAG_BOOL, &p.act_order, "gptq: columns in descending order of the Hessian diagonal", NULL, 1,
@@ -60,7 +74,8 @@ int main_quantize(int argc, char **argv) {
         {"--true-sequential", FLAG_BOOL, &p.true_sequential,
          "gptq: q/k/v, o, gate/up, down in turn, each calibrated on the quantized earlier ones", NULL, 1, NULL},
         {"--resume", FLAG_BOOL, &p.resume, "gptq: continue an interrupted run into the same OUT", NULL, 1, NULL},
-        {"--device", FLAG_CHOICE, &device, "gptq: where the Hessians are accumulated", "auto|cpu|cuda", 0, NULL},
+        {"--device", FLAG_CHOICE, &device, "gptq: where the Hessians are accumulated (the other methods search on "
+         "the CPU)", "auto|cpu|cuda", 0, NULL},
         {"--threads", FLAG_INT, &p.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
         {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
     };
@@ -83,9 +98,11 @@ int main_quantize(int argc, char **argv) {
     p.calib.mode = (pq_calib_mode)mode;
     p.device = (pq_device)device;
     p.fp8_tensor = fp8_scale == 1;
+    p.act_static = act_scale == 1;
     p.zstd_level = zstd ? 9 : 0; // level 19 gains ~3% on packed weights at ~20x the time
     char line[1024];
     pq_status s = pq_quantize_parse_group(group, &p.group);
+    if (s == PQ_OK) s = pq_quantize_parse_alpha(alpha, &p.smooth.alpha);
     if (s == PQ_OK) s = pq_quantize_describe(&p, line, sizeof line);
     if (s != PQ_OK) return cli_fail("quantize", s);
     fprintf(stderr, "pq quantize: %s\n", line);
@@ -100,7 +117,7 @@ int main_quantize(int argc, char **argv) {
                "\"quantized_linears\": %d, \"ragged_linears\": %d, \"quantized_weights\": %lld, \"quantized_bytes\": %lld, "
                "\"bits_per_weight\": %.6f, \"rel_error_mean\": %.6g, \"rel_error_max\": %.6g, "
                "\"output_bytes\": %llu, \"zst_bytes\": %llu, \"source_sha256\": \"%s\", \"seconds\": %.3f",
-               p.out, r.scheme, p.method, r.format, r.n_quantized, r.n_ragged, r.n_weights, r.quant_bytes, r.bits_per_weight,
+               p.out, r.scheme, r.method, r.format, r.n_quantized, r.n_ragged, r.n_weights, r.quant_bytes, r.bits_per_weight,
                r.mean_rel_err, r.max_rel_err, r.out_bytes, r.zst_bytes, r.source_sha256, r.seconds);
         if (r.calibrated)
             printf(", \"output_rel_error_mean\": %.6g, \"output_rel_error_max\": %.6g, \"calibration_windows\": %d, "

@@ -4,6 +4,7 @@
 #ifndef PQ_COMMANDS_H
 #define PQ_COMMANDS_H
 
+int main_calibrate(int argc, char **argv);
 int main_inspect(int argc, char **argv);
 int main_ppl(int argc, char **argv);
 int main_quantize(int argc, char **argv);

@@ -73,7 +73,7 @@ rm "$TMP/z/model.safetensors"
 b=$($PQ ppl "$TMP/z" --text "$TEXT" --bos --ctx 256 --max-windows 5 --device cpu 2>/dev/null | cut -d' ' -f3)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "a packed model read from model.safetensors.zst alone: same PPL $a" ||
     fail "zstd-only packed model: '$a' vs '$b'"
-$PQ quantize --help >"$TMP/help" && grep -q -- '--scheme S .*(default: w4a16)' "$TMP/help" &&
+$PQ quantize --help >"$TMP/help" && grep -q -- '--scheme S .*(none: w4a16; ' "$TMP/help" &&
     grep -q -- '--group G .*(default: auto)' "$TMP/help" && grep -q -- '--fp8-scale channel|tensor' "$TMP/help" &&
     grep -q -- '--threads N .*(default: 0)' "$TMP/help" &&
     ok "pq quantize --help lists flags with defaults" || fail "quantize --help: $(cat "$TMP/help")"
@@ -87,7 +87,10 @@ expect_fail 2 "group sizes are 32, 64, 128 or channel" "group 100" -- \
     $PQ quantize "$FIXTURE" -o "$TMP/bad" --group 100
 expect_fail 2 "--group abc: expected a group size" "group abc" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --group abc
 expect_fail 2 "--scheme w5a16: not a scheme" "unknown scheme" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --scheme w5a16
-expect_fail 2 "--method awq: not available yet" "awq not yet" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --method awq
+expect_fail 2 "--method awq needs calibration text: --calib FILE" "awq without --calib" -- \
+    $PQ quantize "$FIXTURE" -o "$TMP/bad" --method awq
+expect_fail 2 "--method foo: not a method (rtn, gptq, awq, smoothquant, fp8)" "unknown method" -- \
+    $PQ quantize "$FIXTURE" -o "$TMP/bad" --method foo
 expect_fail 2 "-o OUT is required" "missing -o" -- $PQ quantize "$FIXTURE"
 [ ! -e "$TMP/bad" ] && ok "usage errors create nothing" || fail "usage errors left $TMP/bad"
 expect_fail 2 "already exists (--force replaces it)" "existing OUT without --force" -- \
