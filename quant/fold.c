@@ -75,18 +75,9 @@ static int slot_rows(const pq_config *c, pq_linear_slot s) {
     }
 }
 
-static int producer_rows(const pq_config *c, int g) {
+int pq_fold_usable(const pq_config *c, int g) {
     const pq_input_group *G = &PQ_INPUT_GROUPS[g];
-    return G->from == PQ_FROM_LINEAR ? slot_rows(c, G->from_slot) : c->hidden;
-}
-
-int pq_fold_nscales(const pq_config *c, int g) { return producer_rows(c, g); }
-
-int pq_fold_index(const pq_config *c, int g, int j) {
-    int rows = producer_rows(c, g), cols = pq_input_group_cols(c, g);
-    if (rows == cols) return j;
-    int hd = c->head_dim, rep = cols / rows; // heads per kv head
-    return j / (hd * rep) * hd + j % hd;
+    return G->from != PQ_FROM_LINEAR || slot_rows(c, G->from_slot) == pq_input_group_cols(c, g);
 }
 
 int pq_fold_group_of(pq_linear_slot slot) {
@@ -101,12 +92,12 @@ void pq_fold_apply(pq_fold_block *b, int g, const float *s) {
     const pq_config *c = b->c;
     const pq_input_group *G = &PQ_INPUT_GROUPS[g];
     int cols = pq_input_group_cols(c, g);
-    int same = producer_rows(c, g) == cols;
+    PQ_ASSERT(pq_fold_usable(c, g));
     for (int k = 0; k < G->n; k++) {
         pq_linear_slot m = G->members[k];
         for (int r = 0; r < b->rows[m]; r++) {
             float *w = b->w[m] + (size_t)r * cols;
-            for (int j = 0; j < cols; j++) w[j] *= s[same ? j : pq_fold_index(c, g, j)];
+            for (int j = 0; j < cols; j++) w[j] *= s[j];
         }
     }
     if (G->from != PQ_FROM_LINEAR) {

@@ -12,13 +12,13 @@
 // RMSNorm is x / rms(x) * weight, so dividing its weight divides its output;
 // silu(gate) * up is linear in up's output; the attention output of head h
 // is a convex combination of the rows of its kv head's v, so dividing v_proj
-// row (k, d) divides channel (h, d) of o_proj's input for every head h of kv
-// group k. With grouped-query attention a scale of o's input is therefore
-// shared by the n_heads / n_kv_heads heads of a kv group: o's group has
-// n_kv_heads * head_dim independent scales, each repeated for the heads of its
-// group (pq_fold_index). llm-awq and AutoAWQ skip o <- v when v_proj and
-// o_proj differ in shape (GQA); pq folds it with the shared scales: exact,
-// and AWQ's grid includes s = 1, so the search can only gain by it.
+// row r divides channel r of o_proj's input when every head has its own kv
+// head. With grouped-query attention (n_kv_heads < n_heads) the heads of a
+// kv group share v's rows, so o's scale would have to be shared by them; like
+// llm-awq and AutoAWQ (which fold o <- v only when v_proj and o_proj have the
+// same shape), pq then leaves o's input unscaled (pq_fold_usable). Measured
+// on the fixture (8 heads, 4 kv heads) with the shared-scale fold instead,
+// AWQ's perplexity was no better: docs/AWQ_SMOOTHQUANT.md.
 //
 // Everything happens on a widened f32 copy of one block (pq_fold_block),
 // never on the mapped source. In exact arithmetic folding changes nothing;
@@ -49,18 +49,17 @@ void pq_fold_block_free(pq_fold_block *b); // NULL-safe; leaves it zeroed
 // The block as dense f32 linears (borrowing b's arrays), for the engine's block.
 pq_layer pq_fold_block_layer(const pq_fold_block *b);
 
-// Independent scales of group g: its producer's width (hidden for a norm,
-// the producer linear's rows otherwise: n_kv_heads * head_dim for o).
-int pq_fold_nscales(const pq_config *c, int g);
-
-// The scale (in [0, pq_fold_nscales)) of input channel j of group g: j
-// itself, or for o's channel (h, d) the v row (h / (n_heads / n_kv_heads), d).
-int pq_fold_index(const pq_config *c, int g, int j);
+// Whether group g's input scale folds into its producer: a norm always; a
+// producer linear when its rows are the group's input channels one to one
+// (o <- v_proj: n_kv_heads == n_heads; down <- up_proj always). A scale of
+// group g has pq_input_group_cols(c, g) entries.
+int pq_fold_usable(const pq_config *c, int g);
 
 // The group whose members include slot.
 int pq_fold_group_of(pq_linear_slot slot);
 
-// Folds s [pq_fold_nscales(g)] (finite, > 0) into b as above.
+// Folds s [pq_input_group_cols(g)] (finite, > 0) into b as above; g must
+// be pq_fold_usable.
 void pq_fold_apply(pq_fold_block *b, int g, const float *s);
 
 #endif

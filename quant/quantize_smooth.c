@@ -33,7 +33,7 @@ int pq_qrun_smooth_rewrites(const pq_quantize_run *r, const char *name) {
     if (sscanf(name, "model.layers.%d.%n", &l, &n) != 1 || n == 0) return 0;
     char buf[64];
     for (int g = 0; g < PQ_NGROUPS; g++)
-        if (strcmp(name + n, folded_suffix(g, buf, sizeof buf)) == 0) return 1;
+        if (pq_fold_usable(&r->m->cfg, g) && strcmp(name + n, folded_suffix(g, buf, sizeof buf)) == 0) return 1;
     return 0;
 }
 
@@ -153,7 +153,7 @@ static pq_status load_block(void *ud, int layer, pq_layer *L) {
     char name[320], buf[64];
     for (int g = 0; g < PQ_NGROUPS && pq_smooth_has_scales(r->sp.kind); g++) {
         const pq_input_group *G = &PQ_INPUT_GROUPS[g];
-        if (G->from == PQ_FROM_LINEAR && !L->lin[G->from_slot].bias) continue;
+        if (!pq_fold_usable(&r->m->cfg, g) || (G->from == PQ_FROM_LINEAR && !L->lin[G->from_slot].bias)) continue;
         int n = G->from == PQ_FROM_LINEAR ? L->lin[G->from_slot].rows : r->m->cfg.hidden;
         snprintf(name, sizeof name, "model.layers.%d.%s", layer, folded_suffix(g, buf, sizeof buf));
         PQ_TRY(read_vector(r, name, n, &sm->vecs[g]));

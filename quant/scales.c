@@ -62,7 +62,8 @@ static pq_status each_tensor(pq_scales_writer *w, int l, const pq_block_scales *
     const pq_config *c = &w->m->cfg;
     char name[NAME_CAP];
     for (int g = 0; g < PQ_NGROUPS && pq_smooth_has_scales(w->kind); g++) {
-        int64_t n = pq_fold_nscales(c, g);
+        int64_t n = pq_input_group_cols(c, g);
+        if (!pq_fold_usable(c, g)) continue;
         scale_name(name, l, g, "smooth");
         PQ_TRY(fn(w, name, 1, &n, sc ? sc->scale[g] : NULL));
     }
@@ -234,7 +235,7 @@ pq_status pq_scales_read_block(pq_scales_file *f, const pq_model *m, pq_smooth_k
     const pq_config *c = &m->cfg;
     const pq_layer *L = &m->layers[layer];
     size_t need = PQ_NGROUPS;
-    for (int g = 0; g < PQ_NGROUPS; g++) need += (size_t)pq_fold_nscales(c, g);
+    for (int g = 0; g < PQ_NGROUPS; g++) need += (size_t)pq_input_group_cols(c, g);
     for (int i = 0; i < PQ_NLINEAR; i++) need += (size_t)L->lin[i].rows * pq_awq_ngroups(s, L->lin[i].cols);
     if (need > f->cap) {
         pq_free(f->buf);
@@ -247,7 +248,8 @@ pq_status pq_scales_read_block(pq_scales_file *f, const pq_model *m, pq_smooth_k
     char name[NAME_CAP];
     for (int g = 0; g < PQ_NGROUPS; g++) sc->alpha[g] = -1;
     for (int g = 0; g < PQ_NGROUPS && pq_smooth_has_scales(k); g++) {
-        int n = pq_fold_nscales(c, g);
+        int n = pq_input_group_cols(c, g);
+        if (!pq_fold_usable(c, g)) continue;
         scale_name(name, layer, g, "smooth");
         PQ_TRY(read_f32(f, name, 1, n, 0, p, positive, "a finite scale > 0"));
         sc->scale[g] = p, p += n;

@@ -1,10 +1,10 @@
 // quant/scales.h — the scales file `pq calibrate -o SCALES` writes and
 // `pq quantize --scales SCALES` applies: every block's pq_block_scales
 // (quant/smooth.h) as a safetensors file, all tensors F32:
-//   model.layers.L.smooth.<g>       [pq_fold_nscales]   awq, smoothquant: the scale of
+//   model.layers.L.smooth.<g>       [input channels]    awq, smoothquant: the scale of
 //                                                       group g's input (g: q_k_v, o,
-//                                                       gate_up, down; o's is per kv
-//                                                       head channel, quant/fold.h)
+//                                                       gate_up, down; o only without
+//                                                       grouped-query attention, quant/fold.h)
 //   model.layers.L.alpha            [4]                 awq, smoothquant: the alpha chosen per group
 //   model.layers.L.<slot>.clip      [rows, ngroups]     awq with clipping: the clamp of each
 //                                                       row group (self_attn.v_proj, ...)

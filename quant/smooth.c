@@ -105,6 +105,7 @@ struct pq_smooth {
     pq_fold_block b;
     pq_smooth_block qb;
     pq_block_scales sc;
+    float *scale_buf[PQ_NGROUPS];      // sc.scale[g] when the group is smoothed
     // the block being calibrated
     int layer, g;
     const pq_layer *L;
@@ -119,7 +120,7 @@ void pq_smooth_free(pq_smooth *S) {
     pq_block_scratch_free(&S->rs);
     pq_free(S->kc), pq_free(S->vc), pq_free(S->xw), pq_free(S->yref), pq_free(S->att), pq_free(S->h);
     free(S->inv_freq);
-    for (int g = 0; g < PQ_NGROUPS; g++) pq_free(S->xs[g]), pq_free(S->sc.scale[g]);
+    for (int g = 0; g < PQ_NGROUPS; g++) pq_free(S->xs[g]), pq_free(S->scale_buf[g]);
     for (int k = 0; k < 3; k++) pq_free(S->cand[k]);
     for (int k = 0; k < PQ_NLINEAR; k++) pq_free(S->sc.clip[k]);
     pq_free(S->s_cols), pq_free(S->xd), pq_free(S->y), pq_free(S->y0);
@@ -192,7 +193,8 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     for (int k = 0; k < 3 && ok; k++) ok = ALLOC(S->cand[k], biggest * 4);
     for (int g = 0; g < PQ_NGROUPS && ok; g++) {
         ok = ALLOC(S->xs[g], (size_t)S->cap * pq_input_group_cols(c, g) * 4);
-        if (ok && pq_smooth_has_scales(cfg->p.kind)) ok = ALLOC(S->sc.scale[g], (size_t)pq_fold_nscales(c, g) * 4);
+        if (ok && pq_smooth_has_scales(cfg->p.kind) && pq_fold_usable(c, g))
+            ok = ALLOC(S->scale_buf[g], (size_t)pq_input_group_cols(c, g) * 4);
     }
     for (int k = 0; k < PQ_NLINEAR && ok; k++)
         if (pq_smooth_has_clip(cfg->p.kind, &cfg->p, (pq_linear_slot)k))
@@ -279,7 +281,7 @@ static void take_sample(pq_smooth *S) {
 // ---- losses ---------------------------------------------------------------------
 
 static void expand(pq_smooth *S, int g, const float *s) {
-    for (int j = 0; j < pq_input_group_cols(S->c, g); j++) S->s_cols[j] = s ? s[pq_fold_index(S->c, g, j)] : 1.0f;
+    for (int j = 0; j < pq_input_group_cols(S->c, g); j++) S->s_cols[j] = s ? s[j] : 1.0f;
 }
 
 static pq_status ensure_ws(pq_smooth *S, const pq_linear *L) {
@@ -388,11 +390,9 @@ static pq_status sq_loss(pq_smooth *S, const float *s, double *loss) {
 // ---- scales of one group -----------------------------------------------------
 
 static pq_status awq_scales(pq_smooth *S, int g) {
-    const pq_config *c = S->c;
-    int n = pq_fold_nscales(c, g), cols = pq_input_group_cols(c, g), rep = cols / n;
+    int n = pq_input_group_cols(S->c, g);
     const pq_act_stats *st = &S->st[g];
-    for (int i = 0; i < n; i++) S->stat[i] = 0;
-    for (int j = 0; j < cols; j++) S->stat[pq_fold_index(c, g, j)] += (float)(st->abs_sum[j] / (double)st->n / rep);
+    for (int j = 0; j < n; j++) S->stat[j] = (float)(st->abs_sum[j] / (double)st->n);
     double alpha, loss;
     PQ_TRY(pq_awq_search_scale(S->stat, n, S->cfg.p.grid, awq_loss, S, S->sc.scale[g], S->tmp, &alpha, &loss, NULL));
     S->sc.alpha[g] = (float)alpha;
@@ -402,19 +402,12 @@ static pq_status awq_scales(pq_smooth *S, int g) {
 static pq_status sq_scales(pq_smooth *S, int g) {
     const pq_config *c = S->c;
     const pq_input_group *G = &PQ_INPUT_GROUPS[g];
-    int n = pq_fold_nscales(c, g), cols = pq_input_group_cols(c, g);
-    for (int i = 0; i < n; i++) S->stat[i] = 0, S->wmax[i] = 0;
-    for (int j = 0; j < cols; j++) {
-        int i = pq_fold_index(c, g, j);
-        S->stat[i] = fmaxf(S->stat[i], S->st[g].abs_max[j]);
-    }
+    int n = pq_input_group_cols(c, g);
+    for (int j = 0; j < n; j++) S->stat[j] = S->st[g].abs_max[j], S->wmax[j] = 0;
     for (int k = 0; k < G->n; k++) {
         pq_linear_slot m = G->members[k];
         for (int r = 0; r < S->b.rows[m]; r++)
-            for (int j = 0; j < cols; j++) {
-                int i = pq_fold_index(c, g, j);
-                S->wmax[i] = fmaxf(S->wmax[i], fabsf(S->b.w[m][(size_t)r * cols + j]));
-            }
+            for (int j = 0; j < n; j++) S->wmax[j] = fmaxf(S->wmax[j], fabsf(S->b.w[m][(size_t)r * n + j]));
     }
     double alpha = S->cfg.p.alpha;
     if (alpha == PQ_ALPHA_AUTO) { // the first minimum of the grid
@@ -494,10 +487,11 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
     take_sample(S);
     for (int g = 0; g < PQ_NGROUPS; g++) {
         S->g = g;
+        S->sc.scale[g] = S->scale_buf[g]; // NULL: not smoothed (no smoothing method, or no fold: o under GQA)
         S->sc.alpha[g] = -1;
         S->sc.act_scale[g] = 0;
-        if (p->kind == PQ_SMOOTH_AWQ) PQ_TRY(awq_scales(S, g));
-        if (p->kind == PQ_SMOOTH_SQ) PQ_TRY(sq_scales(S, g));
+        if (p->kind == PQ_SMOOTH_AWQ && S->sc.scale[g]) PQ_TRY(awq_scales(S, g));
+        if (p->kind == PQ_SMOOTH_SQ && S->sc.scale[g]) PQ_TRY(sq_scales(S, g));
     }
     pq_smooth_fold(&S->b, &S->sc, S->cfg.dt);
     PQ_TRY(clip_all(S));

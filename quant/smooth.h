@@ -15,7 +15,8 @@
 //     contexts) are run through the unquantized block, keeping its output
 //     and every 1-in-k token of each group's input (at most 512, as the
 //     reference's clip search subsamples);
-//  2. scales per group (the fold table, quant/fold.h):
+//  2. scales per group (the fold table, quant/fold.h; o's input only
+//     without grouped-query attention, pq_fold_usable):
 //       awq          grid search of alpha (quant/awq.h); the error of a
 //                    candidate is the mean squared difference of the BLOCK
 //                    OUTPUT on the K sample windows from the unquantized
@@ -84,7 +85,7 @@ void pq_smooth_describe(pq_smooth_kind k, const pq_smooth_params *p, char *buf, 
 // One block's calibration result. Arrays are borrowed (owned by whoever
 // filled it: the search, or the scales file reader).
 typedef struct {
-    float *scale[PQ_NGROUPS];    // [pq_fold_nscales] or NULL (group not smoothed)
+    float *scale[PQ_NGROUPS];    // [pq_input_group_cols] or NULL (group not smoothed)
     float *clip[PQ_NLINEAR];     // [rows][pq_awq_ngroups] or NULL (not clipped)
     float act_scale[PQ_NGROUPS]; // static activation scale of the group's input (> 0, exact in
                                  // the model dtype), 0: none (dynamic or weight only)
