@@ -35,7 +35,72 @@ size_t pq_qpack_gemv_prepare_bytes(const pq_qpack *w, int T) {
            sizeof(float);
 }
 
+int pq_qpack_gemv_fixed(const pq_qpack *w, int lanes) {
+    return lanes == 16 && w->bits == 4 && pq_qpack_gemv_aligned(w, lanes);
+}
+
+// The fixed-point exponent of a word whose largest |x| is m (finite): the
+// smallest k >= -126 with m <= 8355711 * 2^k. (m < 2^-104: m * 2^126 < 2^22.)
+static int fixed_exp(float m) {
+    if (m < 0x1p-104f) return -126;
+    int k = ilogbf(m) - 22; // m * 2^-k in [2^22, 2^23)
+    return k + (m > ldexpf(8355711.0f, k));
+}
+
+// The fixed-point layout of qpack.h.
+static void prepare_fixed(const pq_qpack *w, const float *x, int T, float *xp) {
+    for (int b = 0; b < w->cols / 128; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = xp + ((size_t)b * T + t) * 128;
+            int8_t *d = (int8_t *)o;
+            const float *xb = x + (size_t)t * w->cols + b * 128;
+            for (int j = 0; j < 16; j++) {
+                float m = 0;
+                int finite = 1;
+                for (int i = 0; i < 8; i++) {
+                    finite &= isfinite(xb[8 * j + i]);
+                    m = fmaxf(m, fabsf(xb[8 * j + i]));
+                }
+                int k = finite ? fixed_exp(m) : 0;
+                int32_t sum = 0;
+                for (int i = 0; i < 8; i++) {
+                    int32_t v = finite ? (int32_t)lrintf(xb[8 * j + i] * ldexpf(1.0f, -k)) : 0;
+                    // v + 0x808080 is in [0, 2^24); its bytes less 128 are d2, d1, d0
+                    uint32_t u = (uint32_t)(v + 0x808080) ^ 0x808080;
+                    for (int l = 0; l < 3; l++) d[(2 * l + i % 2) * 64 + 4 * j + i / 2] = (int8_t)(u >> (16 - 8 * l));
+                    sum += v;
+                }
+                o[96 + j] = finite ? ldexpf(1.0f, k) : NAN;
+                ((int32_t *)o)[112 + j] = sum;
+            }
+        }
+}
+
+// X of the fixed-point layout from the blocks' S and V.
+static void fixed_sums(const pq_qpack *w, int T, float *xp) {
+    int nw = w->cols / 128 * 16, ng = pq_qpack_ngroups(w->cols, w->group);
+    int wpg = w->group >= w->cols ? nw : w->group / 8; // words per group
+    float *X = xp + (size_t)nw / 16 * T * 128;
+    for (int t = 0; t < T; t++) {
+        int g = 0;
+        for (int j = 0; j < nw; g++) {
+            double sum = 0;
+            for (int end = j + wpg < nw ? j + wpg : nw; j < end; j++) {
+                const float *o = xp + ((size_t)(j / 16) * T + t) * 128;
+                sum += (double)o[96 + j % 16] * ((const int32_t *)o)[112 + j % 16];
+            }
+            X[(size_t)t * ng + g] = (float)sum;
+        }
+        for (; g < ng; g++) X[(size_t)t * ng + g] = 0; // groups with no column in a full block
+    }
+}
+
 void pq_qpack_gemv_prepare(const pq_qpack *w, const float *x, int T, int lanes, float *xp) {
+    if (pq_qpack_gemv_fixed(w, lanes)) {
+        prepare_fixed(w, x, T, xp);
+        fixed_sums(w, T, xp);
+        return;
+    }
     int per = pq_qpack_per_word(w->bits), nb = w->cols / per / lanes, ng = pq_qpack_ngroups(w->cols, w->group);
     int aligned = pq_qpack_gemv_aligned(w, lanes);
     size_t blk = (size_t)(per + 1) * lanes; // floats per block and token
@@ -74,7 +139,12 @@ static int cpu_lanes(void) {
 
 void pq_qpack_gemv_prepare_cpu(const pq_qpack *w, const float *x, int T, float *xp) {
     int lanes = cpu_lanes();
-    if (lanes) pq_qpack_gemv_prepare(w, x, T, lanes, xp);
+    if (pq_qpack_gemv_fixed(w, lanes)) {
+        pq_qpack_gemv_prepare_avx512(w, x, T, xp);
+        fixed_sums(w, T, xp);
+    } else if (lanes) {
+        pq_qpack_gemv_prepare(w, x, T, lanes, xp);
+    }
 }
 
 void pq_qpack_rows_cpu(const pq_qpack *w, int r0, int n, float *out) {

@@ -16,10 +16,11 @@
 // kernels/cpu.h; the ISA versions are exported for tests):
 //   rows   dequantize to f32, bit-exact with the _ref
 //   gemv   y = W x for T <= PQ_GEMV_MAX_T tokens, dequantizing in registers
-//          (the weight is streamed once, never expanded). It reads the
-//          activations through a copy rearranged to match the packed words,
-//          made once per call by pq_qpack_gemv_prepare and shared by all
-//          threads.
+//          (the weight is streamed once, never expanded; 4-bit codes on
+//          AVX-512: integer dot products with x in 24-bit fixed point). It
+//          reads the activations through a copy rearranged to match the
+//          packed words, made once per call by pq_qpack_gemv_prepare and
+//          shared by all threads.
 #ifndef PQ_QPACK_H
 #define PQ_QPACK_H
 
@@ -71,7 +72,8 @@ void pq_qpack_gemv_ref(const pq_qpack *w, int r0, int n, const float *x, int T, 
 
 // The fused GEMV. xp is what pq_qpack_gemv_prepare_cpu wrote for the same w,
 // x and T (read only, so one copy serves every thread). Sums in fp32 in
-// another order than the _ref: relative L2 error ~1e-6 (tests allow 1e-5).
+// another order than the _ref (and the AVX-512 4-bit path rounds x to 24-bit
+// fixed point): relative L2 error ~1e-6 (tests allow 1e-5).
 void pq_qpack_gemv_cpu(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
                        int ldy);
 
@@ -89,6 +91,22 @@ void pq_qpack_gemv_cpu(const pq_qpack *w, int r0, int n, const float *x, int T, 
 // in full blocks, double X[t][ngroups]. Columns past the full blocks are read from
 // x directly. prepare_bytes is enough for any lane count; xp must be 8-byte
 // aligned.
+//
+// Except for the AVX-512 integer GEMV (pq_qpack_gemv_fixed: 4-bit codes,
+// 16 lanes, aligned groups), which reads x in fixed point: word j of block b
+// holds columns c = 128b + 8j + i, i < 8, and each x[t][c] is rounded to
+//   x ~ 2^k * v,   v = rint(x * 2^-k) = d0 * 2^16 + d1 * 2^8 + d2,   d in [-128, 127]
+// where k is the smallest integer >= -126 with max_i |x| <= 8355711 * 2^k
+// over the word's 8 columns (8355711 = 127 * (2^16 + 2^8 + 1), the largest
+// such v), so |x - 2^k v| <= 2^-23 * 1.004 * max_i |x| (or <= 2^-127). A word
+// holding a NaN or Inf gets 2^k = NaN and v = 0, making every output of
+// its token NaN.
+// Per block and token, 512 bytes, starting at byte 512 * (b*T + t):
+//   int8  d[l][h][n]   digit l of v at column 128b + 2n + h   (l < 3, h < 2, n < 64)
+//   float S[j]         2^k of word j                          (j < 16)
+//   int32 V[j]         sum_i v of word j
+// then per token the sum of 2^k v over each group's columns in full blocks,
+// accumulated in double word by word, float X[t][ngroups].
 size_t pq_qpack_gemv_prepare_bytes(const pq_qpack *w, int T);
 void pq_qpack_gemv_prepare(const pq_qpack *w, const float *x, int T, int lanes, float *xp);
 void pq_qpack_gemv_prepare_cpu(const pq_qpack *w, const float *x, int T, float *xp);
@@ -98,6 +116,9 @@ void pq_qpack_gemv_prepare_cpu(const pq_qpack *w, const float *x, int T, float *
 // block; otherwise it gathers the scale of every column.
 int pq_qpack_gemv_aligned(const pq_qpack *w, int lanes);
 
+// Whether pq_qpack_gemv_prepare with these lanes writes the fixed-point layout.
+int pq_qpack_gemv_fixed(const pq_qpack *w, int lanes);
+
 // ISA versions (kernels/qpack_avx2.c, qpack_avx512.c); use the _cpu entry
 // points instead. Their GEMVs read xp prepared with 8 and 16 lanes.
 void pq_qpack_rows_avx2(const pq_qpack *w, int r0, int n, float *out);
@@ -105,6 +126,9 @@ void pq_qpack_gemv_avx2(const pq_qpack *w, int r0, int n, const float *x, int T,
                         int ldy);
 void pq_qpack_gemv_avx512(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
                           int ldy);
+// The blocks of the fixed-point layout (pq_qpack_gemv_fixed(w, 16)), as pq_qpack_gemv_prepare writes them;
+// pq_qpack_gemv_prepare_cpu adds the group sums.
+void pq_qpack_gemv_prepare_avx512(const pq_qpack *w, const float *x, int T, float *xp);
 
 // Bytes of the packed data, scales (at 2 bytes each, as stored) and zero points.
 size_t pq_qpack_stored_bytes(const pq_qpack *w);

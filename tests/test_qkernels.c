@@ -17,7 +17,8 @@
 // GEMV and linear tolerance (relative L2 vs the double _ref): fp32 sums of
 // at most a few hundred products in another order, the zero point split off
 // (sum q x - z sum x: ~2x larger terms) and sgemm's blocked order give
-// ~sqrt(cols) * 2^-24 * 2 ~ 1e-6.
+// ~sqrt(cols) * 2^-24 * 2 ~ 1e-6; the AVX-512 4-bit path's fixed-point x
+// (each element within 2^-23 of its word's largest |x|) adds ~2e-7.
 #define TOL 1e-5
 
 // The ISA entry points are called directly when the CPU has the ISA,
@@ -179,13 +180,23 @@ static void check_fp8_codec(void) {
 
 typedef void (*gemv_fn)(const float *x, int T, float *y); // y[T][rows]
 
-// The GEMV entry points of one weight, compared with its _ref for T = 1..4.
-static double gemv_err(int rows, int cols, gemv_fn ref, gemv_fn opt) {
+// Activations with outliers, as LLMs have: about one element in 64 (at
+// least one per token) `outlier` times larger than the rest.
+static void fill_outliers(float *x, int T, int cols, float outlier) {
+    pq_test_fill(x, (size_t)T * cols, 1.0f);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k <= cols / 64; k++) x[(size_t)t * cols + pq_test_u64() % (uint64_t)cols] *= outlier;
+}
+
+// The GEMV entry points of one weight, compared with its _ref for T = 1..4
+// (outlier 1: plain normal x).
+static double gemv_err(int rows, int cols, gemv_fn ref, gemv_fn opt, float outlier) {
     double worst = 0;
     for (int T = 1; T <= PQ_GEMV_MAX_T; T++) {
         float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4),
               *y1 = pq_alloc((size_t)T * rows * 4);
-        pq_test_fill(x, (size_t)T * cols, 1.0f);
+        if (outlier == 1) pq_test_fill(x, (size_t)T * cols, 1.0f);
+        else fill_outliers(x, T, cols, outlier);
         pq_test_poison(y0, (size_t)T * rows);
         pq_test_poison(y1, (size_t)T * rows);
         ref(x, T, y0);
@@ -234,13 +245,136 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
 
     cur_q = &w.q;
     cur_xp = pq_alloc(pq_qpack_gemv_prepare_bytes(&w.q, PQ_GEMV_MAX_T));
-    double e = gemv_err(rows, cols, q_ref, q_cpu), e2 = have_avx2() ? gemv_err(rows, cols, q_ref, q_avx2) : 0, e5 = 0;
-    if (have_avx512()) e5 = gemv_err(rows, cols, q_ref, q_avx512);
-    PQ_CHECK(e < TOL && e2 < TOL && e5 < TOL, "%s gemv T=1..4 rel L2: cpu %.1e, avx2 %.1e (%s), avx512 %.1e (%s)",
-             name, e, e2, pq_qpack_gemv_aligned(&w.q, 8) ? "aligned" : "gathered", e5,
-             pq_qpack_gemv_aligned(&w.q, 16) ? "aligned" : "gathered");
+    const char *kind16 = pq_qpack_gemv_fixed(&w.q, 16)     ? "fixed"
+                         : pq_qpack_gemv_aligned(&w.q, 16) ? "aligned"
+                                                           : "gathered";
+    for (int o = 0; o < 2; o++) {
+        float outlier = o ? 1000.0f : 1.0f;
+        double e = gemv_err(rows, cols, q_ref, q_cpu, outlier), e5 = 0;
+        double e2 = have_avx2() ? gemv_err(rows, cols, q_ref, q_avx2, outlier) : 0;
+        if (have_avx512()) e5 = gemv_err(rows, cols, q_ref, q_avx512, outlier);
+        PQ_CHECK(e < TOL && e2 < TOL && e5 < TOL, "%s gemv T=1..4%s rel L2: cpu %.1e, avx2 %.1e (%s), avx512 %.1e (%s)",
+                 name, o ? " x with 1000x outliers" : "", e, e2,
+                 pq_qpack_gemv_aligned(&w.q, 8) ? "aligned" : "gathered", e5, kind16);
+    }
     pq_free(cur_xp);
+    if (have_avx512() && pq_qpack_gemv_fixed(&w.q, 16)) { // the AVX-512 blocks are the C ones, byte for byte
+        int T = 1 + (int)(pq_test_u64() % PQ_GEMV_MAX_T);
+        size_t nx = (size_t)T * cols, nxp = pq_qpack_gemv_prepare_bytes(&w.q, T);
+        float *x = pq_alloc(nx * 4);
+        uint8_t *p0 = pq_alloc(nxp), *p1 = pq_alloc(nxp);
+        fill_outliers(x, T, cols, 1000.0f);
+        memset(p0, 0xa5, nxp);
+        memset(p1, 0xa5, nxp);
+        pq_qpack_gemv_prepare(&w.q, x, T, 16, (float *)p0);
+        pq_qpack_gemv_prepare_avx512(&w.q, x, T, (float *)p1);
+        PQ_CHECK(!memcmp(p0, p1, (size_t)cols / 128 * T * 512), "%s prepare avx512 blocks == C blocks (T=%d)", name, T);
+        pq_free(x); pq_free(p0); pq_free(p1);
+    }
     pq_free(a); pq_free(b); pq_free(c);
+    free_qpack(&w);
+}
+
+// The fixed-point activations of the 4-bit AVX-512 GEMV (qpack.h) on edge
+// cases: each word's digits, 2^k and sum against the documented rule, the
+// AVX-512 prepare against the C one, and the GEMV of every path on them.
+static void check_fixed_point(void) {
+    enum { T = 4, COLS = 3 * 128 + 8, ROWS = 33 };
+    qweight w = make_qpack(ROWS, COLS, 4, 128, 1, 0);
+    float *x = pq_alloc((size_t)T * COLS * 4);
+    fill_outliers(x, T, COLS, 1e6f);
+    float *w0 = x + 8 * 8; // words 8.. of token 0
+    for (int i = 0; i < 8; i++) {
+        w0[i] = 0;                                          // an all-zero word
+        w0[8 + i] = 1e-40f * pq_test_normal();              // subnormals: k = -126, v = 0
+        w0[16 + i] = 1e-32f * pq_test_normal();             // below 2^-104: k = -126, a few bits
+        w0[24 + i] = 1e30f * pq_test_normal();              // huge
+        w0[32 + i] = ldexpf(i - 3.5f, -20);                 // ties to even once scaled
+        w0[40 + i] = w0[48 + i] = pq_test_normal();
+    }
+    w0[32] = ldexpf(4194304.0f, -20);                     // max 2^22 * 2^-20: k = -20, v = i - 3.5 rounded
+    w0[43] = ldexpf(8355711.0f, -10);                     // exactly the largest v: k = -10
+    w0[53] = -ldexpf(8355711.5f, -10);                    // just above it: k = -9
+    x[1 * COLS + 200] = NAN;
+    x[2 * COLS + 17] = -INFINITY;
+
+    size_t nxp = pq_qpack_gemv_prepare_bytes(&w.q, T);
+    uint8_t *p0 = pq_alloc(nxp), *p1 = pq_alloc(nxp);
+    memset(p0, 0xa5, nxp);
+    memset(p1, 0xa5, nxp);
+    pq_qpack_gemv_prepare(&w.q, x, T, 16, (float *)p0);
+    int bad = 0, words = 0;
+    double X[T][4] = {{0}}; // COLS has 4 groups of 128, the last one in the tail
+    for (int b = 0; b < COLS / 128; b++)
+        for (int t = 0; t < T; t++) {
+            const uint8_t *blk = p0 + ((size_t)b * T + t) * 512;
+            for (int j = 0; j < 16; j++, words++) {
+                const float *xw = x + (size_t)t * COLS + b * 128 + 8 * j;
+                float S, m = 0;
+                int32_t V;
+                memcpy(&S, blk + 384 + 4 * j, 4);
+                memcpy(&V, blk + 448 + 4 * j, 4);
+                X[t][b] += (double)S * V;
+                int finite = 1;
+                for (int i = 0; i < 8; i++) finite &= isfinite(xw[i]), m = fmaxf(m, fabsf(xw[i]));
+                int wbad = finite ? !(S >= 0x1p-126f && (S == 0x1p-126f || m > 8355711.0f * S / 2)) : !isnan(S);
+                int32_t sum = 0;
+                for (int i = 0; i < 8; i++) {
+                    const int8_t *d = (const int8_t *)blk + (i % 2) * 64 + 4 * j + i / 2;
+                    int32_t v = d[0] * 65536 + d[128] * 256 + d[256];
+                    sum += v;
+                    if (!finite) { wbad |= v != 0; continue; }
+                    double err = fabs((double)S * v - xw[i]);
+                    wbad |= v < -8355711 || v > 8355711 || err > S / 2 || err > fmax(1.004 * 0x1p-23 * m, 0x1p-127);
+                    wbad |= err == S / 2 && v % 2 != 0; // a tie went to the odd neighbour
+                }
+                bad += wbad || V != sum;
+            }
+        }
+    const float *Xp = (const float *)(p0 + (size_t)3 * T * 512);
+    for (int t = 0; t < T; t++)
+        for (int g = 0; g < 4; g++) {
+            float want = (float)X[t][g];
+            bad += memcmp(&Xp[t * 4 + g], &want, 4) != 0;
+        }
+    PQ_CHECK(bad == 0 && words == 3 * T * 16,
+             "fixed-point x (C prepare): 2^k minimal, v = sum of digits within 2^k/2 and 1.004 * 2^-23 * word max "
+             "of x, ties to even, V = sum v, X = sum 2^k v per group, NaN/Inf words NaN (%d bad of %d words, %d sums)",
+             bad, words, 4 * T);
+    if (have_avx512()) {
+        pq_qpack_gemv_prepare_avx512(&w.q, x, T, (float *)p1);
+        int same = !memcmp(p0, p1, (size_t)3 * T * 512);
+        if (pq_cpu_isa() == PQ_ISA_AVX512) {
+            memset(p1, 0xa5, nxp);
+            pq_qpack_gemv_prepare_cpu(&w.q, x, T, (float *)p1);
+            same &= !memcmp(p0, p1, nxp);
+        }
+        PQ_CHECK(same, "fixed-point x: avx512 blocks, cpu prepare == C prepare on zeros, subnormals, 1e30, ties, the "
+                       "largest v, NaN, -Inf, 1e6x outliers");
+    }
+
+    // tokens 0 and 3 against the _ref; token 1 (NaN) all NaN, token 2 (-Inf) all non-finite
+    float y[4][T * ROWS];
+    pq_qpack_gemv_ref(&w.q, 0, ROWS, x, T, y[0], ROWS);
+    pq_qpack_gemv_prepare_cpu(&w.q, x, T, (float *)p1);
+    pq_qpack_gemv_cpu(&w.q, 0, ROWS, x, T, (float *)p1, y[1], ROWS);
+    memcpy(y[2], y[0], sizeof y[0]);
+    memcpy(y[3], y[0], sizeof y[0]);
+    if (have_avx2()) {
+        pq_qpack_gemv_prepare(&w.q, x, T, 8, (float *)p1);
+        pq_qpack_gemv_avx2(&w.q, 0, ROWS, x, T, (float *)p1, y[2], ROWS);
+    }
+    if (have_avx512()) pq_qpack_gemv_avx512(&w.q, 0, ROWS, x, T, (float *)p0, y[3], ROWS);
+    double worst = 0;
+    int nonfinite = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int t = 0; t < T; t += 3) worst = fmax(worst, pq_rel_l2(y[k] + t * ROWS, y[0] + t * ROWS, ROWS));
+        for (int r = 0; r < ROWS; r++) nonfinite += !isnan(y[k][ROWS + r]) + !!isfinite(y[k][2 * ROWS + r]);
+    }
+    PQ_CHECK(worst < TOL && nonfinite == 0,
+             "fixed-point x: gemv ref, cpu, avx2, avx512 on the edge cases: rel L2 %.1e, NaN x -> NaN, Inf x -> "
+             "non-finite (%d rows not)", worst, nonfinite);
+    pq_free(x); pq_free(p0); pq_free(p1);
     free_qpack(&w);
 }
 
@@ -284,18 +418,18 @@ static void check_fp8_int8(int rows, int cols) {
             pq_fp8_rows_cpu(&L.f8, 0, rows, b);
             if (have_avx2()) pq_fp8_rows_avx2(&L.f8, 0, rows, c);
             else memcpy(c, a, n * 4);
-            e = gemv_err(rows, cols, f8_ref, f8_cpu);
-            e2 = have_avx2() ? gemv_err(rows, cols, f8_ref, f8_avx2) : 0;
-            e5 = have_avx512() ? gemv_err(rows, cols, f8_ref, f8_avx512) : 0;
+            e = gemv_err(rows, cols, f8_ref, f8_cpu, 1);
+            e2 = have_avx2() ? gemv_err(rows, cols, f8_ref, f8_avx2, 1) : 0;
+            e5 = have_avx512() ? gemv_err(rows, cols, f8_ref, f8_avx512, 1) : 0;
         } else {
             cur_i8 = &L.i8;
             pq_int8_rows_ref(&L.i8, 0, rows, a);
             pq_int8_rows_cpu(&L.i8, 0, rows, b);
             if (have_avx2()) pq_int8_rows_avx2(&L.i8, 0, rows, c);
             else memcpy(c, a, n * 4);
-            e = gemv_err(rows, cols, i8_ref, i8_cpu);
-            e2 = have_avx2() ? gemv_err(rows, cols, i8_ref, i8_avx2) : 0;
-            e5 = have_avx512() ? gemv_err(rows, cols, i8_ref, i8_avx512) : 0;
+            e = gemv_err(rows, cols, i8_ref, i8_cpu, 1);
+            e2 = have_avx2() ? gemv_err(rows, cols, i8_ref, i8_avx2, 1) : 0;
+            e5 = have_avx512() ? gemv_err(rows, cols, i8_ref, i8_avx512, 1) : 0;
         }
         PQ_CHECK(!memcmp(a, b, n * 4) && !memcmp(a, c, n * 4), "%s rows cpu, avx2 == ref bit for bit (%dx%d)", kinds[k],
                  rows, cols);
@@ -417,6 +551,7 @@ int main(void) {
                         for (int ci = 0; ci < 4; ci++) check_qpack(b, groups[gi], asym, gidx, colss[ci]);
                     else check_qpack(b, groups[gi], asym, gidx, colss[k++ % 4]);
                 }
+    check_fixed_point();
     // shapes with several blocks per group and several groups per block
     check_qpack(4, 256, 0, 0, 1024);
     check_qpack(4, 32, 1, 0, 1024);
