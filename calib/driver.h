@@ -9,7 +9,8 @@
 //       earlier stages already quantized) with hooks on the stage's inputs,
 //       accumulating what the method asks for (calib/stats.h)
 //       method->quantize_group for each group of the stage: it quantizes
-//       the group's linears and installs them into the block
+//       the group's linears and installs them into the block (or, for a
+//       method that needs all groups at once, method->quantize_block once)
 //     run every window through the quantized block, in place: X becomes
 //     the input of block l + 1
 //     method->block_done; the block's source linears are put back and

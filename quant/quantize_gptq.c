@@ -1,6 +1,7 @@
 // quant/quantize_gptq.c — the calibrated path of `pq quantize` (GPTQ): the
 // calibration windows, GPTQ plugged into the calibration driver
-// (calib/driver.h), and the journal that makes a run resumable.
+// (calib/driver.h), and the journal that makes a run resumable (shared with
+// the smoothing methods, quant/quantize_smooth.c).
 //
 // Resume strategy: the journal (pq-journal.json in OUT's temporary
 // directory, replaced atomically) records the number of finished blocks,
