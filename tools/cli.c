@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,4 +149,15 @@ void cli_progress_update(cli_progress *p, int done, int total, const char *extra
         p->last_tenth = tenth;
         fprintf(stderr, "%s %d/%d %s %.0fs\n", p->label, done, total, extra ? extra : "", el);
     }
+}
+
+int cli_print_json(const char *cmd, json_t *obj) {
+    if (!obj) {
+        fprintf(stderr, "pq %s: cannot write the result as JSON (out of memory, or a path that is not UTF-8)\n", cmd);
+        return 1;
+    }
+    json_dumpf(obj, stdout, JSON_REAL_PRECISION(10));
+    putchar('\n');
+    json_decref(obj);
+    return 0;
 }

@@ -50,6 +50,13 @@ typedef struct {
 void cli_progress_init(cli_progress *p, const char *label);
 void cli_progress_update(cli_progress *p, int done, int total, const char *extra);
 
+// Prints obj (stolen: freed here) on stdout as one line of JSON, strings
+// escaped, reals with 10 significant digits; returns 0. NULL (json_pack
+// failed: out of memory, or a path that is not UTF-8) prints one line on
+// stderr instead and returns 1.
+typedef struct json_t json_t;
+int cli_print_json(const char *cmd, json_t *obj);
+
 // Parses "auto|cpu|cuda"-style device names (index into that list).
 extern const char *const CLI_DEVICE_CHOICES;
 

@@ -1,4 +1,5 @@
 // pq calibrate — run a smoothing method's search and write its scales file.
+#include <jansson.h>
 #include <stdio.h>
 
 #include "quant/calibrate.h"
@@ -88,12 +89,14 @@ int main_calibrate(int argc, char **argv) {
     s = pq_calibrate(&p, progress, &bar, &r);
     if (s != PQ_OK) return cli_fail("calibrate", s);
     if (json)
-        printf("{\"out\": \"%s\", \"method\": \"%s\", \"scheme\": \"%s\", \"blocks\": %d, \"output_rel_error_mean\": "
-               "%.6g, \"output_rel_error_max\": %.6g, \"calibration_windows\": %d, \"calibration_seqlen\": %d, "
-               "\"calibration_sha256\": \"%s\", \"source_sha256\": \"%s\", \"bytes\": %llu, \"memory_estimate_bytes\": "
-               "%llu, \"peak_rss_bytes\": %llu, \"seconds\": %.3f}\n",
-               p.out, r.method, r.scheme, r.blocks, r.mean_out_err, r.max_out_err, r.calib_windows, r.calib_len,
-               r.calib_sha256, r.source_sha256, r.bytes, r.mem_estimate, r.peak_rss, r.seconds);
+        return cli_print_json(
+            "calibrate",
+            json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:f}", "out", p.out, "method",
+                      r.method, "scheme", r.scheme, "blocks", r.blocks, "output_rel_error_mean", r.mean_out_err,
+                      "output_rel_error_max", r.max_out_err, "calibration_windows", r.calib_windows,
+                      "calibration_seqlen", r.calib_len, "calibration_sha256", r.calib_sha256, "source_sha256",
+                      r.source_sha256, "bytes", (json_int_t)r.bytes, "memory_estimate_bytes",
+                      (json_int_t)r.mem_estimate, "peak_rss_bytes", (json_int_t)r.peak_rss, "seconds", r.seconds));
     else
         printf("%s: %s %s scales of %d blocks, output err mean %.3e max %.3e on %d x %d calibration tokens, %llu "
                "bytes, %.2f s\n", p.out, r.method, r.scheme, r.blocks, r.mean_out_err, r.max_out_err, r.calib_windows,

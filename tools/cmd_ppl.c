@@ -1,4 +1,5 @@
 // pq ppl — perplexity of a model (FP16 or packed) on a text file.
+#include <jansson.h>
 #include <stdio.h>
 
 #include "eval/ppl.h"
@@ -46,12 +47,13 @@ int main_ppl(int argc, char **argv) {
     if (s != PQ_OK) return cli_fail("ppl", s);
     const pq_ppl_result *r = &rep.r;
     if (json) {
-        printf("{\"model\": \"%s\", \"text\": \"%s\", \"protocol\": \"%s\", \"ctx\": %d, \"bos\": %s, "
-               "\"ppl\": %.10g, \"ppl_stderr\": %.6g, \"nll_total\": %.10f, \"tokens_scored\": %lld, "
-               "\"windows\": %d, \"text_tokens\": %zu, \"tokens_per_s\": %.1f, \"engine\": \"%s\"}\n",
-               job.model, job.text, protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", rep.ctx,
-               rep.bos ? "true" : "false", r->ppl, r->ppl_stderr, r->nll_total, r->n_scored, r->n_windows,
-               rep.n_text_tokens, r->tokens_per_s, rep.engine);
+        return cli_print_json(
+            "ppl", json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:s}", "model", job.model,
+                             "text", job.text, "protocol", protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", "ctx",
+                             rep.ctx, "bos", rep.bos, "ppl", r->ppl, "ppl_stderr", r->ppl_stderr, "nll_total",
+                             r->nll_total, "tokens_scored", (json_int_t)r->n_scored, "windows", r->n_windows,
+                             "text_tokens", (json_int_t)rep.n_text_tokens, "tokens_per_s", r->tokens_per_s, "engine",
+                             rep.engine));
     } else {
         printf("PPL = %.4f +/- %.4f  (%lld tokens scored, %d windows of %d%s, %.0f tokens/s, %s)\n", r->ppl,
                r->ppl_stderr, r->n_scored, r->n_windows, rep.ctx, rep.bos ? " with BOS" : "", r->tokens_per_s,

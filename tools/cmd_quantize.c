@@ -1,4 +1,5 @@
 // pq quantize — quantize a model and write a compressed-tensors checkpoint.
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -73,7 +74,7 @@ int main_quantize(int argc, char **argv) {
          NULL},
         {"--true-sequential", FLAG_BOOL, &p.true_sequential,
          "gptq: q/k/v, o, gate/up, down in turn, each calibrated on the quantized earlier ones", NULL, 1, NULL},
-        {"--resume", FLAG_BOOL, &p.resume, "gptq: continue an interrupted run into the same OUT", NULL, 1, NULL},
+        {"--resume", FLAG_BOOL, &p.resume, "calibrated methods: continue an interrupted run into the same OUT", NULL, 1, NULL},
         {"--device", FLAG_CHOICE, &device, "gptq: where the Hessians are accumulated (the other methods search on "
          "the CPU)", "auto|cpu|cuda", 0, NULL},
         {"--threads", FLAG_INT, &p.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
@@ -112,20 +113,26 @@ int main_quantize(int argc, char **argv) {
     pq_quantize_result r;
     s = pq_quantize(&p, progress, &ps, &r);
     if (s != PQ_OK) return cli_fail("quantize", s);
+    rc = 0;
     if (json) {
-        printf("{\"out\": \"%s\", \"scheme\": \"%s\", \"method\": \"%s\", \"format\": \"%s\", "
-               "\"quantized_linears\": %d, \"ragged_linears\": %d, \"quantized_weights\": %lld, \"quantized_bytes\": %lld, "
-               "\"bits_per_weight\": %.6f, \"rel_error_mean\": %.6g, \"rel_error_max\": %.6g, "
-               "\"output_bytes\": %llu, \"zst_bytes\": %llu, \"source_sha256\": \"%s\", \"seconds\": %.3f",
-               p.out, r.scheme, r.method, r.format, r.n_quantized, r.n_ragged, r.n_weights, r.quant_bytes, r.bits_per_weight,
-               r.mean_rel_err, r.max_rel_err, r.out_bytes, r.zst_bytes, r.source_sha256, r.seconds);
-        if (r.calibrated)
-            printf(", \"output_rel_error_mean\": %.6g, \"output_rel_error_max\": %.6g, \"calibration_windows\": %d, "
-                   "\"calibration_seqlen\": %d, \"resumed_blocks\": %d, \"damp_raised\": %d, "
-                   "\"memory_estimate_bytes\": %llu, \"peak_rss_bytes\": %llu",
-                   r.mean_out_err, r.max_out_err, r.calib_windows, r.calib_len, r.resumed_blocks, r.n_damp_raised,
-                   r.mem_estimate, r.peak_rss);
-        printf("}\n");
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:s, s:f}", "out",
+                              p.out, "scheme", r.scheme, "method", r.method, "format", r.format,
+                              "quantized_linears", r.n_quantized, "ragged_linears", r.n_ragged, "quantized_weights",
+                              (json_int_t)r.n_weights, "quantized_bytes", (json_int_t)r.quant_bytes, "bits_per_weight",
+                              r.bits_per_weight, "rel_error_mean", r.mean_rel_err, "rel_error_max", r.max_rel_err,
+                              "output_bytes", (json_int_t)r.out_bytes, "zst_bytes", (json_int_t)r.zst_bytes,
+                              "source_sha256", r.source_sha256, "seconds", r.seconds);
+        if (o && r.calibrated &&
+            json_object_update_new(
+                o, json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I, s:I}", "output_rel_error_mean", r.mean_out_err,
+                             "output_rel_error_max", r.max_out_err, "calibration_windows", r.calib_windows,
+                             "calibration_seqlen", r.calib_len, "resumed_blocks", r.resumed_blocks, "damp_raised",
+                             r.n_damp_raised, "memory_estimate_bytes", (json_int_t)r.mem_estimate, "peak_rss_bytes",
+                             (json_int_t)r.peak_rss)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+        rc = cli_print_json("quantize", o);
     } else {
         printf("%s: %s (%s), %d linears at %.4f bits per weight, rel err mean %.3e max %.3e, %llu bytes",
                p.out, r.scheme, r.format, r.n_quantized, r.bits_per_weight, r.mean_rel_err, r.max_rel_err,
@@ -141,5 +148,5 @@ int main_quantize(int argc, char **argv) {
         fprintf(stderr, "pq quantize: note: %d linears have in_features that are not a multiple of the group (a "
                 "shorter last group): pq runs them, but compressed-tensors' decompression and vLLM's kernels "
                 "need a multiple\n", r.n_ragged);
-    return 0;
+    return rc;
 }
