@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "formats/fileio.h"
+#include "formats/sha256.h"
 #include "formats/zstd_io.h"
 
 #define MAX_HEADER_BYTES 100000000ull        // the Hugging Face library's limit
@@ -206,7 +207,7 @@ static pq_status add_image(pq_st *st, int file) {
         st->count++;
     }
     qsort(st->t + first, (size_t)(st->count - first), sizeof *st->t, cmp_offset);
-    const pq_tensor *prev = NULL; // the non-empty tensor reaching furthest so far
+    const pq_tensor *prev = NULL; // the previous non-empty one: the furthest reaching, as none overlapped so far
     for (int i = first; i < st->count; i++) {
         const pq_tensor *t = &st->t[i];
         if (t->nbytes == 0) continue;
@@ -473,6 +474,17 @@ uint64_t pq_st_file_disk_bytes(const pq_st *st, int file) {
 
 uint64_t pq_st_file_raw_bytes(const pq_st *st, int file) {
     return st && file >= 0 && file < st->nfiles ? st->files[file].len : 0;
+}
+
+pq_status pq_st_sha256(const pq_st *st, char hex[65]) {
+    pq_sha256 h;
+    pq_sha256_init(&h);
+    for (int f = 0; f < st->nfiles; f++) {
+        if (st->files[f].heap) pq_sha256_update(&h, st->files[f].base, st->files[f].len);
+        else PQ_TRY(pq_sha256_file(&h, st->files[f].path));
+    }
+    pq_sha256_hex(&h, hex);
+    return PQ_OK;
 }
 
 pq_status pq_st_expect(const pq_st *st, const char *name, pq_dtype dtype, int ndim, const int64_t *shape,

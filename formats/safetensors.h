@@ -75,6 +75,13 @@ const char *pq_st_file_path(const pq_st *st, int file);
 uint64_t pq_st_file_disk_bytes(const pq_st *st, int file);
 uint64_t pq_st_file_raw_bytes(const pq_st *st, int file);
 
+// SHA-256 of the weights (the provenance of everything made from them): the
+// safetensors bytes of every file in order, a .zst file's decompressed
+// bytes, so a model hashes the same stored plain or compressed. Plain files
+// are read, not touched through the mapping (which would make them
+// resident). hex: 64 hex digits + NUL. A read error is PQ_ERR_IO naming the file.
+pq_status pq_st_sha256(const pq_st *st, char hex[65]);
+
 // Looks `name` up and checks its dtype and shape: PQ_ERR_FORMAT naming the
 // file and tensor if absent or different. shape has ndim entries.
 pq_status pq_st_expect(const pq_st *st, const char *name, pq_dtype dtype, int ndim,

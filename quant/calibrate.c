@@ -10,7 +10,6 @@
 
 #include "common/sys.h"
 #include "formats/fileio.h"
-#include "formats/sha256.h"
 #include "formats/tokenizer.h"
 #include "quant/quantize_run.h"
 #include "quant/scales.h"
@@ -68,14 +67,6 @@ static pq_status block_done(void *ud, int layer, int resumed) {
     return PQ_OK;
 }
 
-static pq_status hash_source(const pq_model *m, char *hex) {
-    pq_sha256 h;
-    pq_sha256_init(&h);
-    for (int f = 0; f < pq_st_file_count(m->st); f++) PQ_TRY(pq_sha256_file(&h, pq_st_file_path(m->st, f)));
-    pq_sha256_hex(&h, hex);
-    return PQ_OK;
-}
-
 static pq_status run(cal *c, const pq_qrun_resolved *o, pq_pool *pool, pq_calib_data *d) {
     const pq_quantize_params *p = c->p;
     pq_calibrate_result *res = c->res;
@@ -102,7 +93,7 @@ static pq_status run(cal *c, const pq_qrun_resolved *o, pq_pool *pool, pq_calib_
     PQ_TRY(pq_smooth_create(&cfg, d, &mu.S, &work));
     pq_calib_method meth = {.stats = PQ_STAT_ABS, .work_bytes = work, .quantize_block = quantize_block,
                             .block_done = block_done, .ud = &mu};
-    pq_calib_run_params rp = {.true_sequential = p->true_sequential, .pool = pool, .device = p->device};
+    pq_calib_run_params rp = {.pool = pool, .device = p->device};
     pq_calib_report rep;
     pq_calib_estimate(c->m, d, &meth, &rp, &rep);
     note(c, "memory estimate %.1f MiB (%d x %d calibration tokens)", rep.total / 1048576.0, d->n, d->len);
@@ -134,7 +125,7 @@ pq_status pq_calibrate(const pq_quantize_params *p, pq_quantize_progress progres
         s = PQ_FAIL(PQ_ERR_FORMAT, "%s: already quantized (compressed-tensors %s); calibrate an FP16/BF16/F32 "
                     "checkpoint", p->model, c.m->quant.format);
     if (s == PQ_OK) s = pq_pool_create(p->nthreads, &pool);
-    if (s == PQ_OK) s = hash_source(c.m, out->source_sha256);
+    if (s == PQ_OK) s = pq_st_sha256(c.m->st, out->source_sha256);
     if (s == PQ_OK) s = run(&c, &o, pool, &d);
     pq_scales_writer_free(c.w);
     pq_calib_data_free(&d);

@@ -16,7 +16,6 @@
 #include "formats/fileio.h"
 #include "formats/outdir.h"
 #include "formats/packed.h"
-#include "formats/sha256.h"
 #include "quant/quantize_run.h"
 #include "quant/rtn.h"
 #include "quant/scales.h"
@@ -81,7 +80,9 @@ static pq_status check_uncalibrated(const pq_quantize_params *p, const char *met
                        : p->true_sequential ? "--true-sequential" : p->resume ? "--resume" : NULL;
     PQ_FAIL_IF(flag && p->scales, PQ_ERR_ARG, "%s: --scales applies a finished calibration; it takes no calibration "
                "flags", flag);
-    PQ_FAIL_IF(flag, PQ_ERR_ARG, "%s: only for a calibrated method (--method gptq), not --method %s", flag, method);
+    PQ_FAIL_IF(flag, PQ_ERR_ARG, "%s: only for %s, not --method %s", flag,
+               p->calib.path || p->resume ? "a calibrated method (gptq, awq, smoothquant, fp8)" : "--method gptq",
+               method);
     return PQ_OK;
 }
 
@@ -275,6 +276,30 @@ static pq_status declare_all(run *r) {
     return PQ_OK;
 }
 
+// The first NaN or Inf element of a float tensor (by its exponent bits:
+// all ones), or -1; *nan says which. Integer tensors have none.
+static long long first_nonfinite(const pq_tensor *t, int *nan) {
+    size_t n = t->nbytes / pq_dtype_size(t->dtype);
+    const uint8_t *d = t->data;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u, exp, man;
+        switch (t->dtype) {
+        case PQ_DT_F32: memcpy(&u, d + 4 * i, 4), exp = 0x7f800000u, man = 0x007fffffu; break;
+        case PQ_DT_F16: u = (uint32_t)d[2 * i] | (uint32_t)d[2 * i + 1] << 8, exp = 0x7c00, man = 0x03ff; break;
+        case PQ_DT_BF16: u = (uint32_t)d[2 * i] | (uint32_t)d[2 * i + 1] << 8, exp = 0x7f80, man = 0x007f; break;
+        default: return -1;
+        }
+        if ((u & exp) == exp) {
+            *nan = (u & man) != 0;
+            return (long long)i;
+        }
+    }
+    return -1;
+}
+
+// Copies every tensor that is not quantized (embeddings, norms, biases, an
+// unquantized lm_head) as it is; a NaN or Inf in one is refused by name, as
+// in a quantized weight, so a checkpoint never carries one.
 static pq_status put_passthrough(run *r) {
     const pq_st *st = r->m->st;
     char module[512];
@@ -283,6 +308,10 @@ static pq_status put_passthrough(run *r) {
         module_of(t->name, module, sizeof module);
         if (quantized_linear(r, module) && strcmp(t->name + strlen(module), ".weight") == 0) continue;
         if (pq_qrun_smooth_rewrites(r, t->name)) continue;
+        int nan = 0;
+        long long bad = first_nonfinite(t, &nan);
+        PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s/%s: element %lld is %s (copied tensors must be finite too)",
+                   r->p->model, t->name, bad, nan ? "NaN" : "Inf");
         PQ_TRY(pq_st_writer_put(r->w, t->name, t->data, t->nbytes));
     }
     return PQ_OK;
@@ -326,13 +355,9 @@ static pq_status quantize_all(run *r) {
     return PQ_OK;
 }
 
-// SHA-256 over the source safetensors files, in order.
 static pq_status hash_source(run *r) {
     double t0 = pq_now();
-    pq_sha256 h;
-    pq_sha256_init(&h);
-    for (int f = 0; f < pq_st_file_count(r->m->st); f++) PQ_TRY(pq_sha256_file(&h, pq_st_file_path(r->m->st, f)));
-    pq_sha256_hex(&h, r->sha);
+    PQ_TRY(pq_st_sha256(r->m->st, r->sha));
     r->t_hash = pq_now() - t0;
     return PQ_OK;
 }

@@ -27,7 +27,7 @@
 // another model or scheme) without calibration data, block by block, and
 // write the same model.safetensors as the inline run.
 //
-// Calibrated methods (gptq; quant/quantize_gptq.c) stream block by block
+// GPTQ (quant/quantize_gptq.c) streams block by block
 // through the calibration driver (calib/driver.h) instead: the source's
 // tokenizer cuts the calibration text into windows (calib/data.h), each
 // block's linears are quantized from the Hessian of their inputs, and pq.json

@@ -12,7 +12,7 @@
 //                                                       of group g's input (exact in the
 //                                                       model dtype)
 // and in __metadata__ what they were computed from (all strings):
-//   pq.kind "scales", pq.version, pq.method (awq | smoothquant | fp8 | rtn),
+//   pq.kind "scales", pq.version, pq.method (awq | smoothquant | fp8),
 //   pq.scheme (pq_scheme_describe: "w4a16 g128 sym"), pq.params (alpha,
 //   grids, search tokens), pq.model (the config fingerprint below),
 //   pq.source / pq.source_sha256 (path and SHA-256 of the source weights),

@@ -89,7 +89,7 @@ pq_status pq_smooth_quantize(pq_fold_block *b, const pq_block_scales *sc, const 
 struct pq_smooth {
     pq_smooth_config cfg;
     const pq_config *c;
-    int n, len, K, stride, cap;        // windows, tokens each, sample windows, token stride, sampled rows
+    int len, K, stride, cap;           // tokens per window, sample windows, token stride, sampled rows
     pq_block_scratch rs;               // one window through the block
     float *kc, *vc, *xw;
     double *inv_freq;
@@ -164,7 +164,7 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     PQ_FAIL_IF(!S, PQ_ERR_NOMEM, "out of memory");
     const pq_config *c = &cfg->m->cfg;
     const pq_layer *L0 = &cfg->m->layers[0];
-    S->cfg = *cfg, S->c = c, S->n = d->n, S->len = d->len;
+    S->cfg = *cfg, S->c = c, S->len = d->len;
     S->K = (int)(((long long)cfg->p.search_tokens + d->len - 1) / d->len);
     S->K = S->K < d->n ? S->K : d->n;
     long long toks = (long long)S->K * d->len;

@@ -338,7 +338,8 @@ static void test_reader(void) {
 }
 
 // A copy of the fixture with one F16 NaN poked into element `elem` of a tensor.
-static int make_nan_fixture(const char *dst, const char *tensor, int elem) {
+// A copy of the fixture at dst with element elem of tensor set to the F16 bits v.
+static int make_nan_fixture(const char *dst, const char *tensor, int elem, uint16_t v) {
     char path[1100], cmd[2200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dst, fixture, dst);
     if (system(cmd) != 0) return 0;
@@ -351,8 +352,7 @@ static int make_nan_fixture(const char *dst, const char *tensor, int elem) {
     json_t *root = ok ? json_loads(header, 0, NULL) : NULL;
     json_t *range = json_object_get(json_object_get(root, tensor), "data_offsets");
     long off = json_is_array(range) ? (long)(8 + hlen + json_integer_value(json_array_get(range, 0))) : -1;
-    uint16_t nan = 0x7e00;
-    ok = ok && off > 0 && fseek(f, off + 2L * elem, SEEK_SET) == 0 && fwrite(&nan, 2, 1, f) == 1;
+    ok = ok && off > 0 && fseek(f, off + 2L * elem, SEEK_SET) == 0 && fwrite(&v, 2, 1, f) == 1;
     json_decref(root);
     free(header);
     if (f) fclose(f);
@@ -425,7 +425,7 @@ static void test_atomic(void) {
              "existing OUT with force: replaced, nothing left over");
     json_decref(root);
 
-    PQ_CHECK(make_nan_fixture(nanm, "model.layers.1.mlp.gate_proj.weight", 77), "fixture copy with a NaN");
+    PQ_CHECK(make_nan_fixture(nanm, "model.layers.1.mlp.gate_proj.weight", 77, 0x7e00), "fixture copy with a NaN");
     pq_quantize_params p = pq_quantize_default_params();
     p.model = nanm, p.out = nout;
     pq_quantize_result r;
@@ -441,6 +441,23 @@ static void test_atomic(void) {
                  && no_leftovers(),
              "failed run with --force leaves the previous OUT intact");
     json_decref(root);
+    // tensors copied as they are (a norm, the embedding) are checked too
+    static const struct { const char *tensor; int elem; uint16_t v; const char *what; } copied[] = {
+        {"model.layers.3.post_attention_layernorm.weight", 5, 0x7e01, "NaN"},
+        {"model.embed_tokens.weight", 1000, 0xfc00, "Inf"},
+    };
+    for (int i = 0; i < 2; i++) {
+        PQ_CHECK(make_nan_fixture(nanm, copied[i].tensor, copied[i].elem, copied[i].v), "fixture copy with a %s",
+                 copied[i].what);
+        p.out = nout, p.force = 0;
+        s = pq_quantize(&p, NULL, NULL, &r);
+        char want[128];
+        snprintf(want, sizeof want, "element %d is %s", copied[i].elem, copied[i].what);
+        PQ_CHECK(s == PQ_ERR_NUMERIC && strstr(pq_last_error(), copied[i].tensor) && strstr(pq_last_error(), want) &&
+                     !pq_dir_exists(nout) && no_leftovers(),
+                 "%s in copied tensor %s: refused by name, nothing at OUT: %s", copied[i].what, copied[i].tensor,
+                 pq_last_error());
+    }
 
     char under_file[1100];
     snprintf(under_file, sizeof under_file, "%s/config.json/out", out);

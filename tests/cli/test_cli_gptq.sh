@@ -86,6 +86,19 @@ quantize -o "$TMP/ts" $G --group 32 --true-sequential && ! cmp -s "$TMP/ts/model
     ok "--true-sequential: other codes, recorded in pq.json" || fail "true-sequential: $(cat "$TMP/q_err")"
 
 # ---- kill and resume ------------------------------------------------------------------
+# a Hessian that is not positive definite: 8 calibration tokens for 64..172 input
+# columns (rank <= 8) with f32 X^T X and almost no dampening; pq raises the damp,
+# warns naming the block and input, records it, and writes finite weights
+if quantize -o "$TMP/lowrank" --method gptq --calib "$CALIB" --nsamples 1 --seqlen 8 --damp 1e-9 &&
+    grep -q '^pq quantize: warning: model.layers.0 q/k/v input: the Hessian is not positive definite with damp 1e-09; raised to 1e-0[5-8]$' "$TMP/q_err" &&
+    [ "$(jq '.gptq.damp_raised' "$TMP/lowrank/pq.json")" -gt 0 ] &&
+    [ "$(jq '[.layers[] | select(.damp > 1e-9)] | length' "$TMP/lowrank/pq.json")" -gt 0 ] &&
+    p=$(ppl_of "$TMP/lowrank") && [ -n "$p" ] && awk -v p="$p" 'BEGIN { exit !(p > 0 && p < 1e6) }'; then
+    ok "indefinite Hessian: damp raised with a warning naming the input ($(grep -c warning "$TMP/q_err") inputs), recorded in pq.json, finite output (PPL $p)"
+else
+    fail "indefinite Hessian: $(grep -m2 warning "$TMP/q_err"; jq -c .gptq "$TMP/lowrank/pq.json" 2>&1)"
+fi
+
 # kill_resume NAME VAR K: killed by the hook, refused without --resume, resumed identical
 kill_resume() {
     name=$1; var=$2; k=$3; o=$TMP/k_$name
@@ -185,7 +198,7 @@ expect_fail 2 "--bits 3: only the weight-only integer schemes" "--bits with w8a8
     $PQ quantize "$FIXTURE" -o "$B" --scheme w8a8 --bits 3
 expect_fail 2 "--method gptq --scheme fp8: GPTQ writes the weight-only integer schemes" "gptq fp8" -- \
     $PQ quantize "$FIXTURE" -o "$B" $G --scheme fp8
-expect_fail 2 "--act-order: only for a calibrated method (--method gptq), not --method rtn" "--act-order with rtn" -- \
+expect_fail 2 "--act-order: only for --method gptq, not --method rtn" "--act-order with rtn" -- \
     $PQ quantize "$FIXTURE" -o "$B" --act-order
 expect_fail 2 "--resume: only for a calibrated method" "--resume with rtn" -- $PQ quantize "$FIXTURE" -o "$B" --resume
 expect_fail 2 "--calib-mode: 'shuffle' is not one of the choices" "bad --calib-mode" -- \
