@@ -31,11 +31,6 @@ pq_status pq_cuda_to_device(void *d, const void *h, size_t bytes) {
     return PQ_OK;
 }
 
-pq_status pq_cuda_to_host(void *h, const void *d, size_t bytes) {
-    PQ_CUDA_TRY(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
-    return PQ_OK;
-}
-
 pq_status pq_cuda_stream_create(void **stream) {
     cudaStream_t s = NULL;
     *stream = NULL;
@@ -46,11 +41,6 @@ pq_status pq_cuda_stream_create(void **stream) {
 
 void pq_cuda_stream_destroy(void *stream) {
     if (stream) cudaStreamDestroy((cudaStream_t)stream);
-}
-
-pq_status pq_cuda_stream_sync(void *stream) {
-    PQ_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
-    return PQ_OK;
 }
 
 pq_status pq_cuda_time(void *stream, pq_cuda_work fn, void *ud, int warmup, int reps, double *ms_per_call) {

@@ -26,11 +26,9 @@ pq_status pq_cuda_device_info_get(pq_cuda_device_info *out);
 pq_status pq_cuda_alloc(size_t bytes, void **d);  // *d NULL on error
 void pq_cuda_free(void *d);                        // NULL-safe
 pq_status pq_cuda_to_device(void *d, const void *h, size_t bytes);
-pq_status pq_cuda_to_host(void *h, const void *d, size_t bytes);
 
 pq_status pq_cuda_stream_create(void **stream);
 void pq_cuda_stream_destroy(void *stream);         // NULL-safe
-pq_status pq_cuda_stream_sync(void *stream);
 
 // Calls fn(ud, i) for i < warmup untimed, then for i < reps between two CUDA
 // events on `stream`, waits, and returns the milliseconds per call. fn

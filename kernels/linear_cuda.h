@@ -65,7 +65,6 @@ typedef struct pq_cuda_ctx pq_cuda_ctx;
 // On error *out is NULL and nothing stays allocated.
 pq_status pq_cuda_ctx_create(void *stream, size_t ws_bytes, pq_cuda_ctx **out);
 void pq_cuda_ctx_free(pq_cuda_ctx *c); // NULL-safe; does not wait for the stream
-void *pq_cuda_ctx_stream(const pq_cuda_ctx *c);
 
 // Copies n elements of a dense host array of type dt to a new device buffer
 // as FP16 (*d_out, free with cudaFree). F16 is copied as is; BF16 and F32

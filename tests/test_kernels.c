@@ -97,6 +97,23 @@ static void check_linear(pq_dense_type dt, int T, int rows, int cols, int nthrea
     pq_pool_free(pool);
 }
 
+// pq_sgemm_nt (OpenBLAS) against its _ref on strided operands, alpha and
+// beta: fp32 blocked sums vs a double accumulator, relative L2 ~ sqrt(K) * 2^-24.
+static void check_sgemm_nt(int M, int N, int K, float alpha, float beta) {
+    int lda = K + 3, ldb = K + 5, ldc = N + 2;
+    float *A = pq_alloc((size_t)M * lda * 4), *B = pq_alloc((size_t)N * ldb * 4);
+    float *C0 = pq_alloc((size_t)M * ldc * 4), *C1 = pq_alloc((size_t)M * ldc * 4);
+    pq_test_fill(A, (size_t)M * lda, 1.0f);
+    pq_test_fill(B, (size_t)N * ldb, 1.0f);
+    pq_test_fill(C0, (size_t)M * ldc, 1.0f);
+    memcpy(C1, C0, (size_t)M * ldc * 4);
+    pq_sgemm_nt_ref(M, N, K, alpha, A, lda, B, ldb, beta, C0, ldc);
+    pq_sgemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C1, ldc);
+    double e = pq_rel_l2(C1, C0, (size_t)M * ldc); // the padding columns stay equal (untouched by both)
+    PQ_CHECK(e < 1e-5, "sgemm_nt %dx%dx%d alpha %g beta %g, strided, vs ref: rel L2 %.2e", M, N, K, alpha, beta, e);
+    pq_free(A); pq_free(B); pq_free(C0); pq_free(C1);
+}
+
 static void check_attention(int n_heads, int n_kv, int hd, int T, int pos0, int window) {
     pq_pool *pool;
     pq_pool_create(2, &pool);
@@ -132,14 +149,29 @@ static void check_rope(void) {
     float want[4] = {(float)(1 * cos(1.0) - 3 * sin(1.0)), (float)(2 * cos(0.01) - 4 * sin(0.01)),
                      (float)(3 * cos(1.0) + 1 * sin(1.0)), (float)(4 * cos(0.01) + 2 * sin(0.01))};
     PQ_CHECK(pq_allclose(x, want, 4, 1e-6, 1e-6), "rope rotate_half pairs (i, i+d/2)");
-    // llama3 scaling: the highest frequency is unchanged, the lowest divided by factor
-    pq_rope_params l3 = {500000.0f, 1, 32.0f, 1.0f, 4.0f, 8192};
+    // llama3 scaling (Llama 3.1's rope_scaling: factor 8, low 1, high 4, 8192)
+    // against transformers' _compute_llama3_parameters written out: wavelengths
+    // under 8192/4 keep their frequency, over 8192/1 are divided by the factor,
+    // and in between blend the two by s = (8192 / wavelen - 1) / (4 - 1)
+    pq_rope_params l3 = {500000.0f, 1, 8.0f, 1.0f, 4.0f, 8192};
     double f0[64], f1[64];
-    pq_rope_inv_freq(&rp, 128, f0);
     rp.theta = 500000.0f;
     pq_rope_inv_freq(&rp, 128, f0);
     pq_rope_inv_freq(&l3, 128, f1);
-    PQ_CHECK(f1[0] == f0[0] && fabs(f1[63] - f0[63] / 32) < 1e-12 * f0[63], "llama3 rope scaling bands");
+    int bands[3] = {0, 0, 0}, bad = 0;
+    for (int i = 0; i < 64; i++) {
+        double want = pow(500000.0, -2.0 * i / 128), wavelen = 2 * M_PI / want;
+        if (wavelen < 8192 / 4.0) bands[0]++;
+        else if (wavelen > 8192 / 1.0) want /= 8, bands[2]++;
+        else {
+            double s = (8192 / wavelen - 1) / (4 - 1);
+            want = (1 - s) * want / 8 + s * want, bands[1]++;
+        }
+        bad += fabs(f0[i] - pow(500000.0, -2.0 * i / 128)) > 1e-12 * f0[i] || fabs(f1[i] - want) > 1e-12 * want;
+    }
+    PQ_CHECK(bad == 0 && bands[0] && bands[1] && bands[2],
+             "rope inverse frequencies: plain, and llama3 scaling in its three bands (%d high, %d blended, %d low "
+             "frequencies; %d wrong)", bands[0], bands[1], bands[2], bad);
 }
 
 int main(void) {
@@ -155,6 +187,8 @@ int main(void) {
         check_linear((pq_dense_type)dt, 37, 517, 172, 2, 1);
         check_linear((pq_dense_type)dt, 200, 1000, 260, 2, 0);
     }
+    check_sgemm_nt(37, 172, 64, 1.0f, 0.0f);
+    check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
     check_attention(8, 4, 8, 17, 0, 0);
     check_attention(8, 4, 8, 70, 0, 0);
     check_attention(4, 1, 16, 1, 33, 0);
