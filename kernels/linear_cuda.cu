@@ -3,7 +3,9 @@
 //
 // Quantized weights with more than PQ_CUDA_GEMV_MAX_T tokens: rows are
 // dequantized into an FP16 panel of at most PANEL_ELEMS weights (32 MiB,
-// whatever the model) and multiplied with cublasGemmEx. Why not a fused
+// whatever the model) and at most a quarter of the rows (so a dense copy of
+// a whole quantized weight never exists, even for small ones), and
+// multiplied with cublasGemmEx. Why not a fused
 // tensor-core GEMM: at 512 tokens the product is compute-bound (512 FLOP
 // per weight), and cuBLAS's Hopper kernels (wgmma, TMA, warp-specialized)
 // run near the FP16 peak, which a hand-written mma.sync kernel does not
@@ -89,7 +91,6 @@ void pq_cuda_ctx_free(pq_cuda_ctx *c) {
     free(c);
 }
 
-void *pq_cuda_ctx_stream(const pq_cuda_ctx *c) { return c->stream; }
 
 // ---- upload -------------------------------------------------------------------------
 
@@ -317,8 +318,11 @@ void pq_linear_cuda_free(pq_linear_cuda *L) {
 
 // ---- workspace --------------------------------------------------------------------
 
+// Rows per panel: a multiple of 16, at most PANEL_ELEMS weights and a
+// quarter of the rows (rounded up to 16), at least 16.
 static int panel_rows(const pq_linear_cuda *L) {
-    size_t r = PANEL_ELEMS / (size_t)L->cols / 16 * 16;
+    size_t r = PANEL_ELEMS / (size_t)L->cols / 16 * 16, quarter = ((size_t)L->rows / 4 + 15) / 16 * 16;
+    if (r > quarter) r = quarter;
     if (r < 16) r = 16;
     return r < (size_t)L->rows ? (int)r : L->rows;
 }
