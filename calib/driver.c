@@ -50,7 +50,7 @@ static size_t scratch_bytes(const pq_config *c, int len, int nthreads) {
     size_t T = (size_t)len, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t per_token = 2 * c->hidden + 2 * qd + 4 * kvd + 2 * (size_t)c->intermediate + (size_t)c->head_dim;
     size_t widest = (size_t)(c->intermediate > c->hidden ? c->intermediate : c->hidden);
-    pq_attn_shape as = {c->n_heads, c->n_kv_heads, c->head_dim, c->sliding_window};
+    pq_attn_shape as = {c->n_heads, c->n_kv_heads, c->head_dim, 0}; // the workspace does not depend on the window
     return T * per_token * sizeof(float) + (size_t)nthreads * 128 * widest * sizeof(float) +
            pq_attention_workspace_bytes(&as, len, nthreads) + T * c->hidden * sizeof(float);
 }

@@ -18,7 +18,7 @@ pq_status pq_block_scratch_init(pq_block_scratch *s, const pq_config *c, int max
             size_t b = pq_linear_workspace_bytes(&layers[l].lin[i], nthreads);
             if (b > lin_ws) lin_ws = b;
         }
-    pq_attn_shape as = {c->n_heads, c->n_kv_heads, c->head_dim, c->sliding_window};
+    pq_attn_shape as = {c->n_heads, c->n_kv_heads, c->head_dim, 0}; // the workspace does not depend on the window
     s->xn = pq_alloc(T * (size_t)c->hidden * sizeof(float));
     s->q = pq_alloc(T * qd * sizeof(float));
     s->k = pq_alloc(T * kvd * sizeof(float));
@@ -67,7 +67,7 @@ void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, floa
     pq_linear_forward(&L->lin[PQ_V], s->xn, T, vdst, s->lin_ws, pool);
     pq_rope_apply_ref(s->q, T, qd, c->n_heads, hd, s->rope_cos, s->rope_sin);
     pq_rope_apply_ref(kdst, T, kvd, c->n_kv_heads, hd, s->rope_cos, s->rope_sin);
-    pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, c->sliding_window};
+    pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, pq_config_window(c, layer)};
     pq_attention_cpu(&as, s->q, kcache, vcache, T, pos0, s->att, s->attn_ws, pool);
     hook(hooks, layer, PQ_O, s->att, T, qd);
     pq_linear_forward(&L->lin[PQ_O], s->att, T, s->out, s->lin_ws, pool);

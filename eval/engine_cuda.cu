@@ -115,7 +115,7 @@ static pq_status run_block(cuda_backend *cb, int l, int T, int pos0) {
     int H = c->hidden, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     size_t layer_off = (size_t)l * cb->max_ctx * kvd;
     uint16_t *kc = cb->d_kcache + layer_off, *vc = cb->d_vcache + layer_off;
-    pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, c->sliding_window};
+    pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, pq_config_window(c, l)};
     // attention
     PQ_TRY(pq_rmsnorm_cuda(cb->d_x, L->d_attn_norm, T, H, c->rms_eps, cb->d_xn, st));
     PQ_TRY(pq_linear_cuda_forward(&L->lin[PQ_Q], cb->d_xn, T, cb->d_q, ctx));

@@ -59,6 +59,40 @@ static pq_status get_bool(json_t *root, const char *name, const char *key, int d
     return PQ_OK;
 }
 
+// The sliding window, as transformers reads it: Mistral's "sliding_window"
+// applies to every layer (null: none); Qwen2's only with
+// "use_sliding_window" (default false) and to layers >= "max_window_layers"
+// (default 28), or to the layers "layer_types" marks "sliding_attention"
+// (pq runs the layout full..., sliding...; another is refused by name).
+static pq_status parse_window(json_t *root, const char *name, pq_config *c) {
+    int use_sw = c->arch != PQ_ARCH_QWEN2;
+    if (c->arch == PQ_ARCH_QWEN2) PQ_TRY(get_bool(root, name, "use_sliding_window", 0, &use_sw));
+    PQ_TRY(get_int(root, name, "sliding_window", 0, 0, 1 << 24, &c->sliding_window));
+    c->window_from_layer = 0;
+    if (!use_sw || c->sliding_window == 0) {
+        c->sliding_window = 0;
+        return PQ_OK;
+    }
+    if (c->arch != PQ_ARCH_QWEN2) return PQ_OK;
+    PQ_TRY(get_int(root, name, "max_window_layers", 28, 0, 1 << 20, &c->window_from_layer));
+    json_t *types = json_object_get(root, "layer_types");
+    if (!types || json_is_null(types)) return PQ_OK;
+    PQ_FAIL_IF(!json_is_array(types) || (int)json_array_size(types) != c->n_layers, PQ_ERR_FORMAT,
+               "%s: \"layer_types\" must be an array of num_hidden_layers (%d) strings", name, c->n_layers);
+    int first = c->n_layers;
+    for (int l = 0; l < c->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        int sliding = t && !strcmp(t, "sliding_attention");
+        PQ_FAIL_IF(!t || (!sliding && strcmp(t, "full_attention")), PQ_ERR_FORMAT,
+                   "%s: \"layer_types\"[%d] must be \"full_attention\" or \"sliding_attention\"", name, l);
+        PQ_FAIL_IF(!sliding && first < l, PQ_ERR_FORMAT,
+                   "%s: \"layer_types\": full attention in layer %d after sliding layers is not supported", name, l);
+        if (sliding && first > l) first = l;
+    }
+    c->window_from_layer = first;
+    return PQ_OK;
+}
+
 // bos/eos_token_id may be an integer, null, or a list (Llama 3 instruct): take the first.
 static pq_status get_token_id(json_t *root, const char *name, const char *key, int *out) {
     json_t *v = json_object_get(root, key);
@@ -129,10 +163,7 @@ static pq_status parse_root(json_t *root, const char *name, pq_config *c) {
     int attention_bias;
     PQ_TRY(get_bool(root, name, "attention_bias", 0, &attention_bias));
     c->qkv_bias |= attention_bias;
-    int use_sw = 1;
-    PQ_TRY(get_bool(root, name, "use_sliding_window", 1, &use_sw));
-    PQ_TRY(get_int(root, name, "sliding_window", 0, 0, 1 << 24, &c->sliding_window));
-    if (!use_sw) c->sliding_window = 0;
+    PQ_TRY(parse_window(root, name, c));
     PQ_TRY(get_token_id(root, name, "bos_token_id", &c->bos_id));
     PQ_TRY(get_token_id(root, name, "eos_token_id", &c->eos_id));
     PQ_TRY(parse_rope_scaling(root, name, c));

@@ -30,6 +30,7 @@ typedef struct {
     int tie_embeddings;      // tie_word_embeddings
     int qkv_bias;            // Qwen2 always; Llama "attention_bias"
     int sliding_window;      // Mistral/Qwen2 window (0 = none or disabled)
+    int window_from_layer;   // the window applies to layers >= this (Qwen2's max_window_layers; 0 otherwise)
     int bos_id, eos_id;      // -1 if absent
     // rope_scaling {"rope_type": "llama3", ...}; rope_llama3 == 0 means none
     int rope_llama3;
@@ -42,6 +43,11 @@ typedef struct {
 pq_status pq_config_parse(const char *json, size_t len, const char *name, pq_config *out);
 // Reads and parses a config.json file.
 pq_status pq_config_load(const char *path, pq_config *out);
+
+// The sliding window of decoder layer `layer` (0: full causal attention).
+static inline int pq_config_window(const pq_config *c, int layer) {
+    return layer >= c->window_from_layer ? c->sliding_window : 0;
+}
 
 // Parameter count of the model the config describes (embeddings and head
 // counted once when tied).

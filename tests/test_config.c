@@ -41,8 +41,35 @@ static void check_architectures(void) {
     const char *mistral = "{\"architectures\":[\"MistralForCausalLM\"],\"hidden_size\":4096,\"intermediate_size\":14336,"
                           "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
                           "\"vocab_size\":32000,\"sliding_window\":4096}";
-    PQ_CHECK(parse(mistral, &c) == PQ_OK && c.arch == PQ_ARCH_MISTRAL && c.sliding_window == 4096,
-             "Mistral: sliding window");
+    PQ_CHECK(parse(mistral, &c) == PQ_OK && c.arch == PQ_ARCH_MISTRAL && c.sliding_window == 4096 &&
+                 pq_config_window(&c, 0) == 4096 && pq_config_window(&c, 31) == 4096,
+             "Mistral: sliding window in every layer");
+    // Qwen2's window as transformers applies it: only with use_sliding_window
+    // (default false), and to layers >= max_window_layers or as layer_types says
+    static const struct { const char *extra; int window, from; const char *what; } qw[] = {
+        {",\"sliding_window\":64", 0, 0, "no use_sliding_window: off (transformers' default)"},
+        {",\"sliding_window\":64,\"use_sliding_window\":true", 64, 28, "use_sliding_window: layers >= max_window_layers (default 28)"},
+        {",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":3", 64, 3, "use_sliding_window, max_window_layers 3"},
+        {",\"sliding_window\":64,\"use_sliding_window\":true,\"layer_types\":[\"full_attention\",\"sliding_attention\",\"sliding_attention\","
+         "\"sliding_attention\"]", 64, 1, "layer_types: sliding from layer 1"},
+        {",\"use_sliding_window\":true,\"sliding_window\":null", 0, 0, "use_sliding_window, window null: off"},
+    };
+    for (size_t i = 0; i < sizeof qw / sizeof qw[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, "{\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172,"
+                 "\"num_hidden_layers\":4,\"num_attention_heads\":8,\"vocab_size\":512%s}",
+                 qw[i].extra);
+        pq_status s = parse(json, &c);
+        int ok = s == PQ_OK && c.sliding_window == qw[i].window;
+        for (int l = 0; ok && l < 4; l++) ok = pq_config_window(&c, l) == (l >= qw[i].from ? qw[i].window : 0);
+        PQ_CHECK(ok, "Qwen2 %s: window %d from layer %d (%s)", qw[i].what, c.sliding_window, c.window_from_layer,
+                 s ? pq_last_error() : "ok");
+    }
+    const char *mixed = "{\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172,"
+                        "\"num_hidden_layers\":2,\"num_attention_heads\":8,\"vocab_size\":512,\"sliding_window\":64,"
+                        "\"use_sliding_window\":true,\"layer_types\":[\"sliding_attention\",\"full_attention\"]}";
+    PQ_CHECK(parse(mixed, &c) == PQ_ERR_FORMAT && strstr(pq_last_error(), "full attention in layer 1 after sliding"),
+             "Qwen2 layer_types with full attention after sliding layers refused: %s", pq_last_error());
 }
 
 static void check_refusals(void) {
