@@ -317,6 +317,13 @@ static void test_smoothquant(void) {
     PQ_CHECK(sc[0] == 1 && sc[1] == 1 && sc[2] == 1 && fabsf(sc[3] - sqrtf(0.5f)) < 1e-6f && z == 0x1p-10f &&
                  z8 == 0x1p-7f,
              "zero activation or weight channel: s = 1; an all-zero input: static scale = the dtype's eps (%g, %g)", z, z8);
+    // the formula by hand at alphas other than 0.5 (a swap of alpha and 1 - alpha shows)
+    float ax[2] = {16, 0.25f}, wx[2] = {4, 9}, s2[2], s8[2];
+    pq_sq_scales(ax, wx, 2, 0.25, s2);
+    pq_sq_scales(ax, wx, 2, 0.75, s8);
+    PQ_CHECK(fabsf(s2[0] - 2.0f / powf(4, 0.75f)) < 1e-6f && fabsf(s2[1] - powf(0.25f, 0.25f) / powf(9, 0.75f)) < 1e-6f &&
+                 fabsf(s8[0] - 8.0f / powf(4, 0.25f)) < 1e-5f && fabsf(s8[1] - powf(0.25f, 0.75f) / sqrtf(3)) < 1e-6f,
+             "SmoothQuant s = max|x|^a / max|W|^(1-a) at a = 0.25 (%g, %g) and 0.75 (%g, %g)", s2[0], s2[1], s8[0], s8[1]);
     float am[3] = {127.5f, 3, 1}, s3[3] = {1, 1, 1};
     PQ_CHECK(pq_static_act_scale(am, s3, 3, 0, PQ_DT_F32) == 1.0f && pq_static_act_scale(am, s3, 3, 1, PQ_DT_F32) ==
                  (float)(127.5 / 448),

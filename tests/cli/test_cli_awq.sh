@@ -55,6 +55,17 @@ j=$TMP/awq_g32_sym/pq.json
     grep -q '^pq quantize: layer 5/5 rel err [0-9.e+-]*, output err [0-9.e+-]*$' "$TMP/q_err" &&
     ok "pq.json: method awq, grid, calibration sha256, output errors, an alpha per linear but o_proj (GQA: not scaled)" ||
     fail "awq pq.json: $(jq -c '{method, awq, l0: .layers[0]}' "$j")"
+# the source stored as model.safetensors.zst alone is the same model (its hash is of the decompressed bytes)
+if command -v zstd >/dev/null; then
+    mkdir -p "$TMP/zsrc" && cp "$FIXTURE"/*.json "$TMP/zsrc/" &&
+        zstd -q "$FIXTURE/model.safetensors" -o "$TMP/zsrc/model.safetensors.zst" &&
+        $PQ quantize "$TMP/zsrc" -o "$TMP/zapplied" --scales "$S" --group 32 --json >"$TMP/z_out" 2>"$TMP/z_err" &&
+        [ "$(jq -r .source_sha256 "$TMP/z_out")" = "$(meta "$S" pq.source_sha256)" ] &&
+        ok "--scales on the same model stored as model.safetensors.zst: accepted, same source sha256" ||
+        fail "--scales with a .zst source: $(cat "$TMP/z_err")"
+else
+    echo "skip - zstd (the command) not installed: --scales with a .zst source"
+fi
 quantize -o "$TMP/awq_t1" $AWQ --group 32 --threads 1 &&
     cmp -s "$TMP/awq_t1/model.safetensors" "$TMP/awq_g32_sym/model.safetensors" &&
     ok "AWQ with --threads 1: byte-identical" || fail "AWQ threads: $(cat "$TMP/q_err")"
@@ -112,6 +123,35 @@ if quantize -o "$TMP/fp8" --method fp8 $CAL --fp8-scale tensor; then
 else
     fail "fp8 static quantize: $(cat "$TMP/q_err")"
 fi
+# pq calibrate + --scales for the static activation schemes: the same bytes as the inline runs
+for cfg in "sq:--method smoothquant --act-scale static:--scheme w8a8 --act-scale static" \
+    "fp8:--method fp8 --fp8-scale tensor:--scheme fp8-static --fp8-scale tensor"; do
+    name=${cfg%%:*}; rest=${cfg#*:}; cflags=${rest%%:*}; qflags=${rest#*:}
+    if calibrate $cflags $CAL -o "$TMP/$name.safetensors" &&
+        quantize -o "$TMP/${name}_applied" --scales "$TMP/$name.safetensors" $qflags &&
+        cmp -s "$TMP/$name/model.safetensors" "$TMP/${name}_applied/model.safetensors" &&
+        cmp -s "$TMP/$name/config.json" "$TMP/${name}_applied/config.json" &&
+        header "$TMP/$name.safetensors" | jq -e '."model.layers.2.act_scale.down".shape == [1]' >/dev/null; then
+        ok "$name: pq calibrate ($cflags) + --scales: act_scale tensors, files byte-identical to the inline run"
+    else
+        fail "$name --scales: $(cat "$TMP/c_err" "$TMP/q_err")"
+    fi
+done
+
+# killed inline runs resume to the same bytes (the GPTQ journal; hooks as in test_cli_gptq.sh)
+for cfg in "awq_g32_sym:PQ_TEST_KILL_AFTER_JOURNAL=2:$AWQ --group 32" \
+    "sq:PQ_TEST_KILL_AFTER_BLOCK=3:--method smoothquant --act-scale static $CAL"; do
+    ref=${cfg%%:*}; rest=${cfg#*:}; hook=${rest%%:*}; flags=${rest#*:}; o=$TMP/killed_$ref
+    env "$hook" $PQ quantize "$FIXTURE" -o "$o" $flags >/dev/null 2>&1
+    rc=$?
+    if [ $rc -eq 137 ] && [ ! -e "$o" ] && quantize -o "$o" $flags --resume &&
+        grep -q 'resumed)$' "$TMP/q_err" && cmp -s "$TMP/$ref/model.safetensors" "$o/model.safetensors" &&
+        [ "$(jq -S 'del(.seconds, .memory, .threads)' "$TMP/$ref/pq.json")" = "$(jq -S 'del(.seconds, .memory, .threads)' "$o/pq.json")" ]; then
+        ok "$ref killed ($hook), --resume: $(grep -c 'resumed)$' "$TMP/q_err") blocks re-run, byte-identical"
+    else
+        fail "$ref kill/resume: exit $rc, $(cat "$TMP/q_err")"
+    fi
+done
 quantize -o "$TMP/sqauto" --method smoothquant --alpha auto $CAL &&
     [ "$(jq '[.layers[] | select(.alpha >= 0 and .alpha <= 1)] | length' "$TMP/sqauto/pq.json")" = 30 ] &&
     [ "$(jq -r .smoothquant.alpha "$TMP/sqauto/pq.json")" = auto ] && [ -n "$(ppl_of "$TMP/sqauto")" ] &&

@@ -5,10 +5,11 @@
 
 TEXT=$SHARED/data/tinystories_val_prefix.txt
 
-# golden protocol on a slice: the first 40 windows (the full run is in test_ppl)
-out=$($PQ ppl "$FIXTURE" --text "$TEXT" --protocol gptq --bos --ctx 256 --max-windows 40 --device cpu 2>"$TMP/err")
-if [ $? -eq 0 ] && echo "$out" | grep -q '^PPL = [0-9.]* +/- [0-9.]*  (10240 tokens scored, 40 windows of 256 with BOS'; then
-    ok "pq ppl prints PPL +/- stderr, tokens scored, windows: $out"
+# the README's (and make demo's) line: the golden protocol on the whole text
+# gives the fixture's independently computed 5.672948841 (golden/ppl.json)
+out=$($PQ ppl "$FIXTURE" --text "$TEXT" --protocol gptq --bos --ctx 256 --device cpu 2>"$TMP/err")
+if [ $? -eq 0 ] && echo "$out" | grep -q '^PPL = 5\.6729 +/- 0\.0215  (392960 tokens scored, 1535 windows of 256 with BOS'; then
+    ok "pq ppl prints the golden PPL +/- stderr, tokens scored, windows: $out"
 else
     fail "pq ppl output: $out $(cat "$TMP/err")"
 fi
@@ -25,6 +26,24 @@ mkdir -p "$TMP/m"
 cp "$FIXTURE"/*.json "$TMP/m/"
 head -c 100000 "$FIXTURE/model.safetensors" >"$TMP/m/model.safetensors"
 expect_fail 1 "model.safetensors" "truncated safetensors" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+cp "$FIXTURE/model.safetensors" "$TMP/m/"
+# safetensors headers that lie (from the fuzz corpus): each refused naming the file and the reason
+for c in "bad_len_past_eof:runs past the end of the file" "bad_overlap:overlaps tensor" \
+    "bad_out_of_file:past the end of the" "bad_size_mismatch:is 24 bytes but data_offsets [0,20] hold 20"; do
+    cp "tests/fuzz/corpus/fuzz_safetensors/${c%%:*}" "$TMP/m/model.safetensors"
+    expect_fail 1 "$TMP/m/model.safetensors: " "safetensors ${c%%:*}" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+    grep -qF -- "${c#*:}" "$TMP/err" || fail "safetensors ${c%%:*}: the reason is not '${c#*:}': $(cat "$TMP/err")"
+done
+# tensors that do not match config.json: a shape, a dtype
+sed 's/"intermediate_size": 172/"intermediate_size": 160/' "$FIXTURE/config.json" >"$TMP/m/config.json"
+cp "$FIXTURE/model.safetensors" "$TMP/m/"
+expect_fail 1 "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [172, 64], config.json implies [160, 64]" \
+    "tensor shape vs config.json" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
+cp "$FIXTURE/config.json" "$TMP/m/"
+LC_ALL=C sed 's/"model.layers.0.input_layernorm.weight":{"dtype":"F16"/"model.layers.0.input_layernorm.weight":{"dtype":"I16"/' \
+    "$FIXTURE/model.safetensors" >"$TMP/m/model.safetensors"
+expect_fail 1 "tensor 'model.layers.0.input_layernorm.weight' has dtype I16; expected F16, BF16 or F32" \
+    "tensor dtype" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
 cp "$FIXTURE/model.safetensors" "$TMP/m/"
 printf '{"architectures": ["GPT2LMHeadModel"], "hidden_size": 64}' >"$TMP/m/config.json"
 expect_fail 1 'unsupported architecture "GPT2LMHeadModel"' "unknown architecture" -- $PQ ppl "$TMP/m" --text "$TEXT" --device cpu
