@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "calib/block_gpu.h"
 #include "calib/xtx_cuda.h"
 #include "common/sys.h"
 #include "eval/backend.h"
@@ -55,6 +56,12 @@ static size_t scratch_bytes(const pq_config *c, int len, int nthreads) {
            pq_attention_workspace_bytes(&as, len, nthreads) + T * c->hidden * sizeof(float);
 }
 
+// Whether a run of meth with p uses the GPU (X^T X and the block passes there).
+static int use_gpu(const pq_calib_method *meth, const pq_calib_run_params *p) {
+    return (meth->stats & PQ_STAT_XTX) &&
+           (p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0));
+}
+
 void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib_method *meth,
                        const pq_calib_run_params *p, pq_calib_report *r) {
     const pq_config *c = &m->cfg;
@@ -69,6 +76,12 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
     }
     r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
     r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool));
+    if (use_gpu(meth, p)) { // calib/block_gpu.h's host staging of a hooked input: FP16 and f32
+        size_t qd = (size_t)c->n_heads * c->head_dim, widest = (size_t)c->hidden;
+        widest = qd > widest ? qd : widest;
+        widest = (size_t)c->intermediate > widest ? (size_t)c->intermediate : widest;
+        r->scratch_bytes += (size_t)d->len * widest * (sizeof(uint16_t) + sizeof(float));
+    }
     for (int g = 0; g < PQ_NGROUPS; g++) {
         size_t b = pq_act_stats_bytes(pq_input_group_cols(c, g), meth->stats);
         r->stats_bytes = p->true_sequential ? (b > r->stats_bytes ? b : r->stats_bytes) : r->stats_bytes + b;
@@ -92,8 +105,9 @@ typedef struct {
     double *inv_freq;
     pq_act_stats st[PQ_NGROUPS];
     int active[PQ_NGROUPS]; // measured in the current pass
-    int on_gpu;             // X^T X accumulated on the GPU
+    int on_gpu;             // X^T X accumulated and the block passes run on the GPU
     pq_xtx_cuda *gpu[PQ_NGROUPS];
+    pq_calib_gpu *blocks;   // the GPU block passes (on_gpu)
     pq_status hook_st;      // the first failure inside a hook
 } drv;
 
@@ -129,20 +143,35 @@ static pq_status ensure_ws(drv *v, const pq_layer *L) {
 }
 
 // Every window through block l: in place on X (hooks NULL), or on a copy
-// with the hooks of the active groups.
+// with the hooks of the active groups. On the GPU when the run is there and
+// the block's current linears upload; else (or for a block the CUDA backend
+// cannot run: counted in cpu_passes) on the CPU.
 static pq_status pass(drv *v, int l, int measure) {
     const pq_config *c = &v->m->cfg;
     pq_layer *L = &v->m->layers[l];
-    PQ_TRY(ensure_ws(v, L));
     pq_block_hooks hooks = {on_input, v};
     size_t win = (size_t)v->d->len * c->hidden;
     double t0 = pq_now(), t_stats0 = v->r->t_stats;
-    for (int w = 0; w < v->d->n && v->hook_st == PQ_OK; w++) {
+    int gpu = 0;
+    if (v->blocks) {
+        pq_status s = pq_calib_gpu_load(v->blocks, L, l);
+        if (s != PQ_ERR_FORMAT && s != PQ_ERR_NUMERIC) PQ_TRY(s);
+        gpu = s == PQ_OK;
+        v->r->cpu_passes += !gpu;
+    }
+    if (!gpu) PQ_TRY(ensure_ws(v, L));
+    pq_status s = PQ_OK;
+    for (int w = 0; w < v->d->n && s == PQ_OK && v->hook_st == PQ_OK; w++) {
         float *x = v->X + (size_t)w * win;
+        if (gpu) {
+            s = pq_calib_gpu_forward(v->blocks, l, x, measure ? NULL : x, measure ? &hooks : NULL);
+            continue;
+        }
         if (measure) x = memcpy(v->xw, x, win * sizeof(float));
         pq_block_forward_cpu(c, L, l, x, v->d->len, 0, v->kc, v->vc, &v->s, v->p->pool, measure ? &hooks : NULL);
     }
     v->r->t_forward += pq_now() - t0 - (v->r->t_stats - t_stats0);
+    PQ_TRY(s);
     return v->hook_st;
 }
 
@@ -239,8 +268,7 @@ pq_status pq_calib_run(pq_model *m, const pq_calib_data *d, const pq_calib_metho
     const pq_config *c = &m->cfg;
     drv v = {.m = m, .d = d, .meth = meth, .p = p, .r = r};
     pq_status s = PQ_OK;
-    int gpu = (meth->stats & PQ_STAT_XTX) &&
-              (p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0));
+    int gpu = use_gpu(meth, p);
     PQ_CHECK_GOTO(gpu && pq_cuda_device_count() < 1, s, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
     PQ_CHECK_GOTO(meth->quantize_block && p->true_sequential, s, PQ_ERR_ARG,
                   "--true-sequential: this method calibrates every group of a block from one pass");
@@ -248,6 +276,7 @@ pq_status pq_calib_run(pq_model *m, const pq_calib_data *d, const pq_calib_metho
     PQ_TRY_GOTO(s, pq_blas_init());
     PQ_TRY_GOTO(s, setup(&v));
     v.on_gpu = r->on_gpu = gpu;
+    if (gpu) PQ_TRY_GOTO(s, pq_calib_gpu_create(c, d->len, &v.blocks));
     for (int l = 0; l < c->n_layers; l++) {
         pq_layer saved = m->layers[l];
         int resumed = l < p->first_block;
@@ -263,6 +292,8 @@ done:
         pq_act_stats_free(&v.st[g]);
         pq_xtx_cuda_free(v.gpu[g]);
     }
+    r->peak_gpu_bytes = pq_calib_gpu_peak_bytes(v.blocks);
+    pq_calib_gpu_free(v.blocks);
     pq_block_scratch_free(&v.s);
     pq_free(v.X);
     pq_free(v.xw);

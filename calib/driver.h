@@ -25,9 +25,13 @@
 // them): the driver asks the method to install their quantized linears
 // (load_block) and only re-runs them to regenerate block k's input.
 //
-// Devices: with PQ_DEVICE_CUDA (or AUTO and a GPU present) the X^T X
-// statistic is accumulated on the GPU with cuBLAS (calib/xtx_cuda.h); the
-// block forward passes stay on the CPU engine's block (eval/block_cpu.h).
+// Devices: for a method that needs X^T X (GPTQ), with PQ_DEVICE_CUDA (or
+// AUTO and a GPU present) the statistic is accumulated on the GPU with
+// cuBLAS (calib/xtx_cuda.h) and the block passes run the CUDA engine's block
+// (calib/block_gpu.h: FP16 weights and matrix inputs, so the statistics are
+// those of the FP16 activations a GPU run sees); a block whose linears the
+// CUDA backend cannot run falls back to the CPU engine's block
+// (eval/block_cpu.h) for that pass. Other methods run on the CPU.
 #ifndef PQ_CALIB_DRIVER_H
 #define PQ_CALIB_DRIVER_H
 
@@ -101,7 +105,9 @@ typedef struct {
     // measured
     size_t peak_rss;       // the run's peak RSS (VmHWM, reset when the run starts)
     double t_embed, t_forward, t_stats, t_method; // seconds: embedding, block passes, accumulation, method
-    int on_gpu;            // X^T X was accumulated on the GPU
+    int on_gpu;            // X^T X was accumulated and the block passes ran on the GPU
+    int cpu_passes;        //   passes that fell back to the CPU (a block the CUDA backend refused)
+    size_t peak_gpu_bytes; //   the most device memory seen in use (calib/block_gpu.h)
 } pq_calib_report;
 
 // The memory estimate of a run, filled into r (the measured fields zeroed).

@@ -232,15 +232,17 @@ json_t *pq_qrun_calib_provenance(const pq_quantize_run *r) {
                          "statistics_bytes", (json_int_t)m->stats_bytes, "method_bytes", (json_int_t)m->method_bytes,
                          "seconds_embed", m->t_embed, "seconds_forward", m->t_forward, "seconds_statistics",
                          m->t_stats, "seconds_search", m->t_method);
-    return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:{s:i, s:f, s:i, s:b, s:b, s:b, s:i, s:s}, "
-                     "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}}",
+    return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:{s:i, s:f, s:i, s:b, s:b, s:b, s:i, s:s, s:s, s:i}, "
+                     "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}}",
                      "calibration", "file", p->calib.path, "sha256", r->calib.sha256, "text_tokens",
                      (json_int_t)r->calib.stream_tokens, "nsamples", r->calib.n, "seqlen", r->calib.len, "seed",
                      (json_int_t)p->calib.seed, "mode", pq_calib_mode_name(p->calib.mode),
                      "gptq", "bits", r->gptq.bits, "damp", r->gptq.damp, "block_size", r->gptq.block_size,
                      "act_order", r->gptq.act_order, "static_groups", r->gptq.static_groups, "true_sequential",
                      p->true_sequential, "damp_raised", r->n_damp_raised, "hessian_device", m->on_gpu ? "cuda" : "cpu",
+                     "forward_device", m->on_gpu ? "cuda" : "cpu", "forward_cpu_fallbacks", m->cpu_passes,
                      "memory", "estimate_bytes", (json_int_t)m->total, "peak_rss_bytes", (json_int_t)m->peak_rss,
+                     "peak_gpu_bytes", (json_int_t)m->peak_gpu_bytes,
                      "base_rss_bytes", (json_int_t)m->base_rss, "model_bytes", (json_int_t)m->model_bytes,
                      "activation_bytes", (json_int_t)m->act_bytes, "scratch_bytes", (json_int_t)m->scratch_bytes,
                      "statistics_bytes", (json_int_t)m->stats_bytes, "method_bytes", (json_int_t)m->method_bytes,
@@ -452,7 +454,13 @@ pq_status pq_qrun_calib_blocks(pq_quantize_run *r) {
         s = pq_calib_run(r->m, &r->calib, &meth, &rp, &r->mem);
         r->t_quant = pq_now() - t0;
     }
-    if (s == PQ_OK)
+    if (s == PQ_OK && r->mem.on_gpu)
+        pq_qrun_note(r, "peak memory %.1f MiB (estimate %.1f MiB, ratio %.2f); GPU memory in use at most %.1f MiB%s",
+                     r->mem.peak_rss / 1048576.0, r->mem.total / 1048576.0,
+                     (double)r->mem.peak_rss / (double)r->mem.total, r->mem.peak_gpu_bytes / 1048576.0,
+                     r->mem.cpu_passes ? " (some block passes ran on the CPU: the CUDA backend refused their linears)"
+                                       : "");
+    else if (s == PQ_OK)
         pq_qrun_note(r, "peak memory %.1f MiB (estimate %.1f MiB, ratio %.2f)", r->mem.peak_rss / 1048576.0,
                      r->mem.total / 1048576.0, (double)r->mem.peak_rss / (double)r->mem.total);
     for (int k = 0; k < PQ_NLINEAR; k++) {

@@ -107,7 +107,7 @@ static int run(const pq_config *c, pq_device device, int windows, int seqlen) {
            "(%.0f MiB, in memory)\n", c->hidden, c->intermediate, c->n_heads, c->n_kv_heads, c->n_layers,
            m->weight_bytes / MiB);
     printf("calibration: %d windows x %d tokens (random ids), GPTQ w4 g128 sym, damp 0.01, block 128, %s, %d threads, "
-           "%s, OpenBLAS %s\n", windows, seqlen, device == PQ_DEVICE_CUDA ? "X^T X on the GPU" : "CPU",
+           "%s, OpenBLAS %s\n", windows, seqlen, device == PQ_DEVICE_CUDA ? "block passes and X^T X on the GPU" : "CPU",
            pq_pool_size(b.pool), pq_isa_name(pq_cpu_isa()), pq_blas_core());
     printf("estimate: %.0f MiB = %.0f resident at the start (the model's %.0f) + %.0f activations + %.0f block scratch "
            "+ %.0f X^T X + %.0f GPTQ workspaces\n", r.total / MiB, r.base_rss / MiB, m->weight_bytes / MiB,
@@ -128,6 +128,9 @@ static int run(const pq_config *c, pq_device device, int windows, int seqlen) {
     printf("peak RSS: %.0f MiB measured vs %.0f MiB estimate: ratio %.3f (limit 1.25); calibration only (above the "
            "start): %.0f MiB measured vs %.0f estimated, ratio %.3f\n", r.peak_rss / MiB, r.total / MiB,
            (double)r.peak_rss / r.total, used / MiB, calib / MiB, used / calib);
+    if (r.on_gpu)
+        printf("GPU: %.0f MiB of device memory in use at most, %d block passes fell back to the CPU\n",
+               r.peak_gpu_bytes / MiB, r.cpu_passes);
     printf("mean output error ||WX - W'X||^2/||WX||^2 over %d linears: %.4e\n", b.n, b.err_sum / b.n);
     PQ_CHECK((double)r.peak_rss <= 1.25 * r.total, "peak RSS within 1.25x of the estimate");
     for (int k = 0; k < PQ_NLINEAR; k++) pq_qtensor_free(&b.q[k]);

@@ -8,7 +8,9 @@
 #   build      make -j16: pq, every test, bench and fuzz replay binary
 #   gpu tests  the test binaries with GPU checks, PQ_REQUIRE_GPU=1 (a
 #              missing device is a failure)
-#   bench      build/tests/bench_cuda (GEMV / GEMM / engine vs cuBLAS FP16)
+#   bench      build/tests/bench_cuda (GEMV / GEMM / engine vs cuBLAS FP16), and
+#              bench_gptq --device cuda on 4 TinyLlama-shaped layers (block
+#              passes and X^T X on the GPU; the GPTQ solve on the CPU)
 #   ppl        the fixture quantized in each scheme, pq ppl on the GPU and
 #              on the CPU (200 windows of 256 tokens; FP16 golden on all of
 #              the file is 5.672948841)
@@ -105,6 +107,10 @@ done
 before=$(wc -l <"$LOG")
 step "bench_cuda" "$B/tests/bench_cuda"
 tail -n +"$before" "$LOG" | grep -v '^===' >>"$SUM"
+before=$(wc -l <"$LOG")
+step "bench_gptq --device cuda (4 layers)" timeout 120 "$B/tests/bench_gptq" --device cuda --layers 4 --windows 16 \
+    --seqlen 512
+tail -n +"$before" "$LOG" | grep -E '^(time|peak RSS|GPU|FAIL)' >>"$SUM"
 
 # ---- perplexity of the quantized fixture, GPU vs CPU -----------------------------------------
 F=$PQ_SHARED/fixtures/stories260K

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "calib/block_gpu.h"
 #include "calib/data.h"
 #include "calib/driver.h"
 #include "calib/stats.h"
@@ -226,6 +227,8 @@ typedef struct {
     pq_qtensor q[MAXL][PQ_NLINEAR];
     uint64_t hash;   // FNV-1a over every statistic the method saw from block hash_from on, in order
     int hash_from, groups, loaded, done;
+    float *xtx[MAXL][PQ_NGROUPS]; // copies of the X^T X seen (keep_xtx)
+    int keep_xtx;
 } test_method;
 
 static void fnv(uint64_t *h, const void *p, size_t n) {
@@ -256,6 +259,11 @@ static pq_status tm_group(void *ud, int layer, int g, pq_layer *L, const pq_act_
         fnv(&t->hash, &st->n, sizeof st->n);
     }
     t->groups++;
+    if (t->keep_xtx && st->xtx) {
+        size_t n = (size_t)st->cols * st->cols;
+        t->xtx[layer][g] = malloc(n * sizeof(float));
+        memcpy(t->xtx[layer][g], st->xtx, n * sizeof(float));
+    }
     for (int k = 0; k < PQ_INPUT_GROUPS[g].n; k++) PQ_TRY(rtn_install(t, layer, PQ_INPUT_GROUPS[g].members[k], L));
     return PQ_OK;
 }
@@ -281,12 +289,14 @@ typedef struct {
     int same_layers;
 } drive_result;
 
-static drive_result drive(pq_model *m, const pq_calib_data *d, pq_pool *pool, int true_seq, int first, int hash_from,
-                          int stats) {
-    test_method t = {.m = m, .hash = 1469598103934665603ull, .hash_from = hash_from};
+// One driver run with the RTN test method. xtx (NULL: not kept) gets the
+// X^T X of every block and group, malloc'd.
+static drive_result drive_on(pq_model *m, const pq_calib_data *d, pq_pool *pool, int true_seq, int first,
+                             int hash_from, int stats, pq_device device, float *xtx[MAXL][PQ_NGROUPS]) {
+    test_method t = {.m = m, .hash = 1469598103934665603ull, .hash_from = hash_from, .keep_xtx = xtx != NULL};
     pq_calib_method meth = {.stats = stats, .quantize_group = tm_group, .load_block = tm_load, .block_done = tm_done,
                             .ud = &t};
-    pq_calib_run_params p = {.true_sequential = true_seq, .pool = pool, .device = PQ_DEVICE_CPU, .first_block = first};
+    pq_calib_run_params p = {.true_sequential = true_seq, .pool = pool, .device = device, .first_block = first};
     pq_layer before[MAXL];
     memcpy(before, m->layers, (size_t)m->cfg.n_layers * sizeof *before);
     drive_result r = {0};
@@ -295,13 +305,24 @@ static drive_result drive(pq_model *m, const pq_calib_data *d, pq_pool *pool, in
     r.same_layers = memcmp(before, m->layers, (size_t)m->cfg.n_layers * sizeof *before) == 0;
     for (int l = 0; l < MAXL; l++)
         for (int s = 0; s < PQ_NLINEAR; s++) pq_qtensor_free(&t.q[l][s]);
+    if (xtx) memcpy(xtx, t.xtx, sizeof t.xtx);
     return r;
 }
 
+static drive_result drive(pq_model *m, const pq_calib_data *d, pq_pool *pool, int true_seq, int first, int hash_from,
+                          int stats) {
+    return drive_on(m, d, pool, true_seq, first, hash_from, stats, PQ_DEVICE_CPU, NULL);
+}
+
+// The driver's test model and calibration windows.
+static pq_config driver_config(void) {
+    return (pq_config){.arch = PQ_ARCH_LLAMA, .arch_name = "LlamaForCausalLM", .hidden = 128, .intermediate = 344,
+                       .n_layers = 3, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32, .vocab = 300, .max_pos = 128,
+                       .rms_eps = 1e-5f, .rope_theta = 10000.0f, .tie_embeddings = 1, .bos_id = 1, .eos_id = 2};
+}
+
 static void test_driver(pq_pool *pool1, pq_pool *pool3) {
-    pq_config c = {.arch = PQ_ARCH_LLAMA, .arch_name = "LlamaForCausalLM", .hidden = 128, .intermediate = 344,
-                   .n_layers = 3, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32, .vocab = 300, .max_pos = 128,
-                   .rms_eps = 1e-5f, .rope_theta = 10000.0f, .tie_embeddings = 1, .bos_id = 1, .eos_id = 2};
+    pq_config c = driver_config();
     pq_model *m;
     if (pq_model_random(&c, PQ_DENSE_F16, 7, &m) != PQ_OK) {
         printf("FAIL - random model: %s\n", pq_last_error());
@@ -381,10 +402,62 @@ static void test_xtx_cuda(pq_pool *pool) {
     free(x), free(g);
 }
 
+// The driver with its block passes and X^T X on the GPU against the CPU run:
+// the GPU block computes in FP16 inputs / f32 sums, so each activation is
+// within ~2^-11 relative of the CPU's and X^T X within ~1e-3 (tolerance
+// 1e-2); two GPU runs are bit-identical; no pass fell back to the CPU.
+static void test_driver_cuda(pq_pool *pool) {
+    int have = pq_cuda_device_count() > 0;
+    PQ_SKIP_UNLESS_GPU(have, "calibration driver on the GPU (block passes + X^T X) vs the CPU");
+    pq_config c = driver_config();
+    pq_model *m;
+    if (pq_model_random(&c, PQ_DENSE_F16, 7, &m) != PQ_OK) {
+        printf("FAIL - random model: %s\n", pq_last_error());
+        return;
+    }
+    size_t n = 4000;
+    int32_t *s = malloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++) s[i] = (int32_t)(pq_test_u64() % 300);
+    pq_calib_params p = pq_calib_default_params();
+    p.nsamples = 5, p.seqlen = 40;
+    pq_calib_data d;
+    pq_calib_windows(s, n, 1, &p, c.max_pos, "t", &d);
+    const int both = PQ_STAT_XTX | PQ_STAT_ABS;
+    float *xc[MAXL][PQ_NGROUPS] = {{0}}, *xg[MAXL][PQ_NGROUPS] = {{0}};
+    drive_result cpu = drive_on(m, &d, pool, 0, 0, 0, both, PQ_DEVICE_CPU, xc);
+    drive_result gpu = drive_on(m, &d, pool, 0, 0, 0, both, PQ_DEVICE_CUDA, xg);
+    drive_result again = drive_on(m, &d, pool, 0, 0, 0, both, PQ_DEVICE_CUDA, NULL);
+    double worst = 0;
+    for (int l = 0; l < c.n_layers; l++)
+        for (int g = 0; g < PQ_NGROUPS; g++) {
+            int cols = pq_input_group_cols(&c, g);
+            double num = 0, den = 0;
+            for (size_t i = 0; xc[l][g] && xg[l][g] && i < (size_t)cols * cols; i++) {
+                double e = (double)xg[l][g][i] - xc[l][g][i];
+                num += e * e, den += (double)xc[l][g][i] * xc[l][g][i];
+            }
+            worst = fmax(worst, xc[l][g] && xg[l][g] && den > 0 ? sqrt(num / den) : 1.0);
+            free(xc[l][g]), free(xg[l][g]);
+        }
+    PQ_CHECK(cpu.st == PQ_OK && gpu.st == PQ_OK && gpu.rep.on_gpu && gpu.rep.cpu_passes == 0 &&
+                 gpu.rep.peak_gpu_bytes > 0 && gpu.groups == 12 && gpu.done == 3 && gpu.same_layers && worst < 1e-2,
+             "driver on the GPU: 12 groups, X^T X of every block within %.1e of the CPU run's (limit 1e-2), no CPU "
+             "fallback, %.1f MiB of device memory in use at most: %s", worst, gpu.rep.peak_gpu_bytes / 1048576.0,
+             gpu.st == PQ_OK ? "ok" : pq_last_error());
+    PQ_CHECK(again.st == PQ_OK && again.hash == gpu.hash, "driver on the GPU: a second run bit-identical");
+    pq_calib_data_free(&d);
+    free(s);
+    pq_model_free(m);
+}
+
 static void test_no_gpu(void) {
     if (pq_cuda_device_count() > 0) return;
     pq_xtx_cuda *h;
     PQ_CHECK(pq_xtx_cuda_create(64, 8, &h) == PQ_ERR_NO_DEVICE && !h, "X^T X on the GPU without one: %s",
+             pq_last_error());
+    pq_config c = driver_config();
+    pq_calib_gpu *g;
+    PQ_CHECK(pq_calib_gpu_create(&c, 40, &g) == PQ_ERR_NO_DEVICE && !g, "GPU block passes without a GPU: %s",
              pq_last_error());
 }
 
@@ -403,6 +476,7 @@ int main(void) {
     test_driver(p1, p3);
     test_no_gpu();
     test_xtx_cuda(p3);
+    test_driver_cuda(p3);
     pq_pool_free(p1);
     pq_pool_free(p3);
     return pq_test_done();

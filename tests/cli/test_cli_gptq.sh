@@ -204,10 +204,17 @@ expect_fail 2 "--resume: only for a calibrated method" "--resume with rtn" -- $P
 expect_fail 2 "--calib-mode: 'shuffle' is not one of the choices" "bad --calib-mode" -- \
     $PQ quantize "$FIXTURE" -o "$B" $G --calib-mode shuffle
 expect_fail 2 "--seed -1: must be 0 or more" "negative --seed" -- $PQ quantize "$FIXTURE" -o "$B" $G --seed -1
-# --device cuda: Hessians on the GPU when there is one, else one line and exit 1
+# --device cuda: block passes and Hessians on the GPU when there is one (within
+# 2% of the CPU run's PPL: FP16 activations), else one line and exit 1
 if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_out" 2>"$TMP/q_err"; then
-    [ "$(jq -r .gptq.hessian_device "$TMP/cuda/pq.json")" = cuda ] && [ -n "$(ppl_of "$TMP/cuda")" ] &&
-        ok "--device cuda: X^T X accumulated on the GPU, the output loads" || fail "--device cuda: $(cat "$TMP/q_err")"
+    pc=$(ppl_of "$TMP/cuda"); p4=$(ppl_of "$TMP/gptq4")
+    [ "$(jq -r .gptq.hessian_device "$TMP/cuda/pq.json")" = cuda ] &&
+        [ "$(jq -r .gptq.forward_device "$TMP/cuda/pq.json")" = cuda ] &&
+        [ "$(jq -r .gptq.forward_cpu_fallbacks "$TMP/cuda/pq.json")" = 0 ] &&
+        grep -q '^pq quantize: peak memory .*; GPU memory in use at most [0-9.]* MiB$' "$TMP/q_err" &&
+        awk -v a="$pc" -v b="$p4" 'BEGIN { exit !(a > 0 && a < 1.02 * b && a > b / 1.02) }' &&
+        ok "--device cuda: block passes and X^T X on the GPU, GPU memory printed, PPL $pc vs CPU $p4" ||
+        fail "--device cuda: PPL '$pc' vs '$p4', $(jq -c .gptq "$TMP/cuda/pq.json") $(cat "$TMP/q_err")"
 elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device$" &&
     no_leftovers "$TMP/cuda" && [ ! -e "$TMP/cuda" ]; then
     ok "--device cuda without a GPU: exit 1, $(tail -n 1 "$TMP/q_err")"
