@@ -1,7 +1,9 @@
 // Benchmark: prefill throughput of the whole CPU forward pass on a
 // TinyLlama-1.1B-shaped model with random F16 weights, next to the best
 // dense sgemm on this machine (OpenBLAS, all cores, F32 weights) for the
-// same matrix shapes. Reports the ratio measured in one run.
+// same matrix shapes. Reports the ratio measured in one run: ROUNDS rounds,
+// each one pq forward then one sgemm pass, the best of each (so that a
+// slow spell of a shared machine hits both alike).
 //   build/tests/bench_engine [layers]     (default 22, TinyLlama's)
 #include "common/sys.h"
 #include "common/threads.h"
@@ -11,6 +13,7 @@
 #include "tests/test.h"
 
 #define T 512
+#define ROUNDS 5
 
 static pq_config tinyllama(int layers) {
     pq_config c = {0};
@@ -22,30 +25,22 @@ static pq_config tinyllama(int layers) {
     return c;
 }
 
-// Time of OpenBLAS sgemm (own threading, all cores) over every linear shape
-// of the model for T tokens; returns seconds for one "forward" worth.
-static double sgemm_seconds(const pq_model *m, int reps) {
+// Seconds of OpenBLAS sgemm (own threading, all cores) over every linear
+// shape of the model for T tokens: one "forward" worth. A, B, C are buffers
+// for the largest shape.
+static double sgemm_seconds(const pq_model *m, const float *A, const float *B, float *C) {
     const pq_config *c = &m->cfg;
-    int maxr = c->vocab, maxc = c->intermediate > c->hidden ? c->intermediate : c->hidden;
-    float *A = pq_alloc((size_t)T * maxc * 4), *B = pq_alloc((size_t)maxr * maxc * 4), *C = pq_alloc((size_t)T * maxr * 4);
-    for (size_t i = 0; i < (size_t)T * maxc; i++) A[i] = pq_test_uniform();
-    for (size_t i = 0; i < (size_t)maxr * maxc; i++) B[i] = pq_test_uniform() * 0.02f;
     pq_blas_set_threads(pq_cpu_count());
-    double best = 1e30;
-    for (int r = 0; r < reps; r++) {
-        double t0 = pq_now();
-        for (int l = 0; l < c->n_layers; l++)
-            for (int s = 0; s < PQ_NLINEAR; s++) {
-                const pq_linear *L = &m->layers[l].lin[s];
-                pq_sgemm_nt(T, L->rows, L->cols, 1.0f, A, L->cols, B, L->cols, 0.0f, C, L->rows);
-            }
-        pq_sgemm_nt(T, c->vocab, c->hidden, 1.0f, A, c->hidden, B, c->hidden, 0.0f, C, c->vocab);
-        double t = pq_now() - t0;
-        if (t < best) best = t;
-    }
+    double t0 = pq_now();
+    for (int l = 0; l < c->n_layers; l++)
+        for (int s = 0; s < PQ_NLINEAR; s++) {
+            const pq_linear *L = &m->layers[l].lin[s];
+            pq_sgemm_nt(T, L->rows, L->cols, 1.0f, A, L->cols, B, L->cols, 0.0f, C, L->rows);
+        }
+    pq_sgemm_nt(T, c->vocab, c->hidden, 1.0f, A, c->hidden, B, c->hidden, 0.0f, C, c->vocab);
+    double t = pq_now() - t0;
     pq_blas_set_threads(1);
-    pq_free(A); pq_free(B); pq_free(C);
-    return best;
+    return t;
 }
 
 static double linear_flops(const pq_model *m) {
@@ -72,15 +67,21 @@ int main(int argc, char **argv) {
     int32_t tok[T];
     for (int i = 0; i < T; i++) tok[i] = (int32_t)(pq_test_u64() % 32000);
     float *logits = pq_alloc((size_t)64 * c.vocab * 4);
-    double flops = linear_flops(m), best = 1e30;
-    for (int r = 0; r < 3; r++) {
+    int maxr = c.vocab, maxc = c.intermediate > c.hidden ? c.intermediate : c.hidden;
+    float *A = pq_alloc((size_t)T * maxc * 4), *B = pq_alloc((size_t)maxr * maxc * 4), *C = pq_alloc((size_t)T * maxr * 4);
+    for (size_t i = 0; i < (size_t)T * maxc; i++) A[i] = pq_test_uniform();
+    for (size_t i = 0; i < (size_t)maxr * maxc; i++) B[i] = pq_test_uniform() * 0.02f;
+    double flops = linear_flops(m), best = 1e30, sg = 1e30;
+    for (int r = 0; r < ROUNDS; r++) {
         double t0 = pq_now();
         pq_engine_forward(e, tok, T, 0);
         for (int r0 = 0; r0 < T; r0 += 64) pq_engine_logits(e, r0, 64, logits);
         double t = pq_now() - t0;
         if (t < best) best = t;
+        t = sgemm_seconds(m, A, B, C);
+        if (t < sg) sg = t;
     }
-    double sg = sgemm_seconds(m, 3);
+    pq_free(A); pq_free(B); pq_free(C);
     printf("model: TinyLlama-1.1B shapes (hidden 2048, intermediate 5632, 32/4 heads, %d layers), F16 weights, "
            "%d-token prefill incl. logits of all tokens\n", layers, T);
     printf("engine: %s\n", pq_engine_describe(e));
