@@ -35,17 +35,6 @@ static void note_memory(pq_calib_gpu *g) {
     if (total_b - free_b > g->peak) g->peak = total_b - free_b;
 }
 
-static pq_status dev_alloc(void **d, size_t bytes, const char *what) {
-    cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        *d = NULL;
-        return PQ_FAIL(PQ_ERR_CUDA, "calibration on the GPU: cudaMalloc of %.1f MiB for %s: %s", bytes / 1048576.0,
-                       what, cudaGetErrorString(e));
-    }
-    return PQ_OK;
-}
-
 extern "C" void pq_calib_gpu_free(pq_calib_gpu *g) {
     if (!g) return;
     if (g->stream) cudaStreamSynchronize(g->stream);
@@ -72,9 +61,9 @@ static pq_status create(pq_calib_gpu *g) {
                PQ_ATTN_CUDA_MAX_HD);
     PQ_CUDA_TRY(cudaStreamCreate(&g->stream));
     PQ_TRY(pq_block_cuda_scratch_init(&g->s, c, g->len));
-    PQ_TRY(dev_alloc((void **)&g->d_x, T * c->hidden * sizeof(float), "a calibration window"));
-    PQ_TRY(dev_alloc((void **)&g->d_kc, T * kvd * sizeof(uint16_t), "a window's keys"));
-    PQ_TRY(dev_alloc((void **)&g->d_vc, T * kvd * sizeof(uint16_t), "a window's values"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&g->d_x, T * c->hidden * sizeof(float), "a calibration window"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&g->d_kc, T * kvd * sizeof(uint16_t), "a window's keys"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&g->d_vc, T * kvd * sizeof(uint16_t), "a window's values"));
     g->h16 = (uint16_t *)malloc(T * widest * sizeof(uint16_t));
     g->h32 = (float *)malloc(T * widest * sizeof(float));
     PQ_FAIL_IF(!g->h16 || !g->h32, PQ_ERR_NOMEM, "out of memory for the GPU calibration's staging buffers");

@@ -7,25 +7,6 @@ extern "C" {
 #include "eval/block_cuda.h"
 #include "kernels/ops_cuda.h"
 
-// cudaMalloc of `bytes` into *d, naming `what` on failure.
-static pq_status dev_alloc(void **d, size_t bytes, const char *what) {
-    cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        *d = NULL;
-        return PQ_FAIL(PQ_ERR_CUDA, "cudaMalloc of %.1f MiB for %s: %s", bytes / 1048576.0, what,
-                       cudaGetErrorString(e));
-    }
-    return PQ_OK;
-}
-
-// A device copy of n host floats.
-static pq_status dev_vector(float **d, const float *host, size_t n, const char *what) {
-    PQ_TRY(dev_alloc((void **)d, n * sizeof(float), what));
-    PQ_CUDA_TRY(cudaMemcpy(*d, host, n * sizeof(float), cudaMemcpyHostToDevice));
-    return PQ_OK;
-}
-
 // ---- weights ---------------------------------------------------------------------
 
 static pq_status layer_upload(const pq_config *c, const pq_layer *L, int layer, pq_block_cuda_layer *out) {
@@ -35,9 +16,11 @@ static pq_status layer_upload(const pq_config *c, const pq_layer *L, int layer, 
         PQ_TRY(pq_linear_cuda_upload(&L->lin[i], what, &out->lin[i]));
     }
     snprintf(what, sizeof what, "model.layers.%d.input_layernorm", layer);
-    PQ_TRY(dev_vector(&out->d_attn_norm, L->attn_norm, (size_t)c->hidden, what));
+    PQ_TRY(pq_cuda_copy_named((void **)&out->d_attn_norm, L->attn_norm, (size_t)c->hidden * sizeof(float),
+                              what));
     snprintf(what, sizeof what, "model.layers.%d.post_attention_layernorm", layer);
-    PQ_TRY(dev_vector(&out->d_mlp_norm, L->mlp_norm, (size_t)c->hidden, what));
+    PQ_TRY(pq_cuda_copy_named((void **)&out->d_mlp_norm, L->mlp_norm, (size_t)c->hidden * sizeof(float),
+                              what));
     return PQ_OK;
 }
 
@@ -72,17 +55,17 @@ static pq_status scratch_alloc(pq_block_cuda_scratch *s, const pq_config *c, int
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t I = (size_t)c->intermediate;
     s->max_T = max_T;
-    PQ_TRY(dev_alloc((void **)&s->d_xn, T * H * sizeof(uint16_t), "normed activations"));
-    PQ_TRY(dev_alloc((void **)&s->d_q, T * qd * sizeof(float), "queries"));
-    PQ_TRY(dev_alloc((void **)&s->d_k, T * kvd * sizeof(float), "keys"));
-    PQ_TRY(dev_alloc((void **)&s->d_v, T * kvd * sizeof(float), "values"));
-    PQ_TRY(dev_alloc((void **)&s->d_att, T * qd * sizeof(uint16_t), "attention output"));
-    PQ_TRY(dev_alloc((void **)&s->d_gate, T * I * sizeof(float), "MLP gate"));
-    PQ_TRY(dev_alloc((void **)&s->d_up, T * I * sizeof(float), "MLP up"));
-    PQ_TRY(dev_alloc((void **)&s->d_act, T * I * sizeof(uint16_t), "MLP activations"));
-    PQ_TRY(dev_alloc((void **)&s->d_out, T * H * sizeof(float), "block outputs"));
-    PQ_TRY(dev_alloc((void **)&s->d_cs, T * half * sizeof(float), "RoPE cos table"));
-    PQ_TRY(dev_alloc((void **)&s->d_sn, T * half * sizeof(float), "RoPE sin table"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_xn, T * H * sizeof(uint16_t), "normed activations"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_q, T * qd * sizeof(float), "queries"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_k, T * kvd * sizeof(float), "keys"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_v, T * kvd * sizeof(float), "values"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_att, T * qd * sizeof(uint16_t), "attention output"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_gate, T * I * sizeof(float), "MLP gate"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_up, T * I * sizeof(float), "MLP up"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_act, T * I * sizeof(uint16_t), "MLP activations"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_out, T * H * sizeof(float), "block outputs"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_cs, T * half * sizeof(float), "RoPE cos table"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&s->d_sn, T * half * sizeof(float), "RoPE sin table"));
     // RoPE inverse frequencies, computed on the host exactly as the CPU backend does
     const size_t nf = half ? half : 1;
     double *inv_freq = (double *)malloc(nf * sizeof(double));
@@ -90,7 +73,7 @@ static pq_status scratch_alloc(pq_block_cuda_scratch *s, const pq_config *c, int
     pq_rope_params rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
                          c->rope_high_freq_factor, c->rope_orig_max_pos};
     pq_rope_inv_freq(&rp, c->head_dim, inv_freq);
-    pq_status st = dev_alloc((void **)&s->d_inv_freq, nf * sizeof(double), "RoPE frequencies");
+    pq_status st = pq_cuda_malloc_named((void **)&s->d_inv_freq, nf * sizeof(double), "RoPE frequencies");
     if (st == PQ_OK) {
         cudaError_t e = cudaMemcpy(s->d_inv_freq, inv_freq, half * sizeof(double), cudaMemcpyHostToDevice);
         if (e != cudaSuccess) {

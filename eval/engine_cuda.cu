@@ -160,25 +160,6 @@ static void cuda_free(pq_backend *b) {
     free(cb);
 }
 
-// cudaMalloc of `bytes` into *d, naming `what` on failure.
-static pq_status dev_alloc(void **d, size_t bytes, const char *what) {
-    cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        *d = NULL;
-        return PQ_FAIL(PQ_ERR_CUDA, "cudaMalloc of %.1f MiB for %s: %s", bytes / 1048576.0, what,
-                       cudaGetErrorString(e));
-    }
-    return PQ_OK;
-}
-
-// A device copy of n host floats.
-static pq_status dev_vector(float **d, const float *host, size_t n, const char *what) {
-    PQ_TRY(dev_alloc((void **)d, n * sizeof(float), what));
-    PQ_CUDA_TRY(cudaMemcpy(*d, host, n * sizeof(float), cudaMemcpyHostToDevice));
-    return PQ_OK;
-}
-
 static pq_status upload_weights(cuda_backend *cb) {
     const pq_model *m = cb->m;
     const pq_config *c = &m->cfg;
@@ -191,7 +172,8 @@ static pq_status upload_weights(cuda_backend *cb) {
         cb->lm_head = pq_linear_cuda_alias(&cb->embed);
     else
         PQ_TRY(pq_linear_cuda_upload(&m->lm_head, "lm_head", &cb->lm_head));
-    PQ_TRY(dev_vector(&cb->d_final_norm, m->final_norm, (size_t)c->hidden, "model.norm"));
+    PQ_TRY(pq_cuda_copy_named((void **)&cb->d_final_norm, m->final_norm, (size_t)c->hidden * sizeof(float),
+                              "model.norm"));
     cb->layers = (pq_block_cuda_layer *)calloc((size_t)c->n_layers, sizeof *cb->layers);
     PQ_FAIL_IF(!cb->layers, PQ_ERR_NOMEM, "out of memory");
     for (int l = 0; l < c->n_layers; l++) PQ_TRY(pq_block_cuda_layer_upload(c, &m->layers[l], l, &cb->layers[l]));
@@ -213,12 +195,13 @@ static pq_status alloc_activations(cuda_backend *cb) {
     const pq_config *c = &cb->m->cfg;
     size_t T = (size_t)cb->max_ctx, H = (size_t)c->hidden;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim, kv = (size_t)c->n_layers * T * kvd;
-    PQ_TRY(dev_alloc((void **)&cb->d_tokens, T * sizeof(int32_t), "token ids"));
-    PQ_TRY(dev_alloc((void **)&cb->d_x, T * H * sizeof(float), "the residual stream"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&cb->d_tokens, T * sizeof(int32_t), "token ids"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&cb->d_x, T * H * sizeof(float), "the residual stream"));
     PQ_TRY(pq_block_cuda_scratch_init(&cb->s, c, cb->max_ctx));
-    PQ_TRY(dev_alloc((void **)&cb->d_kcache, kv * sizeof(uint16_t), "the key cache"));
-    PQ_TRY(dev_alloc((void **)&cb->d_vcache, kv * sizeof(uint16_t), "the value cache"));
-    PQ_TRY(dev_alloc((void **)&cb->d_logits, (size_t)LOGIT_ROWS * c->vocab * sizeof(float), "logits"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&cb->d_kcache, kv * sizeof(uint16_t), "the key cache"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&cb->d_vcache, kv * sizeof(uint16_t), "the value cache"));
+    PQ_TRY(pq_cuda_malloc_named((void **)&cb->d_logits, (size_t)LOGIT_ROWS * c->vocab * sizeof(float),
+                                "logits"));
     // the cache rows a call reads were all written by it or an earlier call;
     // zeroing makes a bug there show up as wrong numbers, not as NaN noise
     PQ_CUDA_TRY(cudaMemset(cb->d_kcache, 0, kv * sizeof(uint16_t)));

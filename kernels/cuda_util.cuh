@@ -52,6 +52,30 @@ extern "C" {
                            cudaGetErrorString(pq_cuda_e_));                                    \
     } while (0)
 
+// cudaMalloc of `bytes` (at least 1) into *d, naming `what` on failure (then
+// *d is NULL).
+static inline pq_status pq_cuda_malloc_named(void **d, size_t bytes, const char *what) {
+    cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *d = NULL;
+        return PQ_FAIL(PQ_ERR_CUDA, "%s: cudaMalloc of %.1f MiB: %s", what, bytes / 1048576.0, cudaGetErrorString(e));
+    }
+    return PQ_OK;
+}
+
+// A new device copy (*d, cudaFree it) of `bytes` host bytes, naming `what` on failure.
+static inline pq_status pq_cuda_copy_named(void **d, const void *host, size_t bytes, const char *what) {
+    PQ_TRY(pq_cuda_malloc_named(d, bytes, what));
+    cudaError_t e = cudaMemcpy(*d, host, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return PQ_FAIL(PQ_ERR_CUDA, "%s: cudaMemcpy of %zu bytes to the device: %s", what, bytes,
+                       cudaGetErrorString(e));
+    }
+    return PQ_OK;
+}
+
 // Elementwise kernels: 256 threads per block, grid-stride loops over size_t
 // indices, at most PQ_CUDA_MAX_BLOCKS blocks (n > 0).
 #define PQ_CUDA_THREADS 256

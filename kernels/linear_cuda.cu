@@ -142,35 +142,12 @@ static pq_status copy_converted(pq_dense_type dt, const void *w, size_t n, const
     return s;
 }
 
-// cudaMalloc of `bytes` into *d, naming `what` on failure.
-static pq_status dev_alloc(void **d, size_t bytes, const char *what) {
-    cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        *d = NULL;
-        return PQ_FAIL(PQ_ERR_CUDA, "%s: cudaMalloc of %.1f MiB: %s", what, bytes / 1048576.0, cudaGetErrorString(e));
-    }
-    return PQ_OK;
-}
-
-// A device copy of `bytes` host bytes.
-static pq_status dev_copy(void **d, const void *host, size_t bytes, const char *what) {
-    PQ_TRY(dev_alloc(d, bytes, what));
-    cudaError_t e = cudaMemcpy(*d, host, bytes, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return PQ_FAIL(PQ_ERR_CUDA, "%s: cudaMemcpy of %zu bytes to the device: %s", what, bytes,
-                       cudaGetErrorString(e));
-    }
-    return PQ_OK;
-}
-
 // A zeroed device matrix of h_alloc rows of `dpitch` bytes, its first
 // h_copy rows holding the host rows of `width` bytes (spitch apart): row
 // padding without expanding the data.
 static pq_status dev_rows(void **d, size_t h_alloc, size_t dpitch, const void *host, size_t spitch, size_t width,
                           size_t h_copy, const char *what) {
-    PQ_TRY(dev_alloc(d, h_alloc * dpitch, what));
+    PQ_TRY(pq_cuda_malloc_named(d, h_alloc * dpitch, what));
     PQ_CUDA_TRY(cudaMemset(*d, 0, h_alloc * dpitch));
     PQ_CUDA_TRY(cudaMemcpy2D(*d, dpitch, host, spitch, width, h_copy, cudaMemcpyHostToDevice));
     return PQ_OK;
@@ -180,7 +157,7 @@ pq_status pq_cuda_upload_f16(pq_dense_type dt, const void *w, size_t n, const ch
     *d_out = NULL;
     PQ_FAIL_IF(n == 0, PQ_ERR_ARG, "%s: empty weight", what);
     void *d = NULL;
-    PQ_TRY(dev_alloc(&d, n * sizeof(uint16_t), what));
+    PQ_TRY(pq_cuda_malloc_named(&d, n * sizeof(uint16_t), what));
     pq_status s = copy_converted(dt, w, n, what, (uint16_t *)d);
     if (s != PQ_OK) {
         cudaFree(d);
@@ -208,7 +185,8 @@ static pq_status upload_qpack(const pq_qpack *q, const char *what, pq_linear_cud
         s16[i] = pq_f32_to_fp16(q->scales[i]);
         L->scales_f16 = pq_fp16_to_f32(s16[i]) == q->scales[i];
     }
-    pq_status s = L->scales_f16 ? dev_copy(&L->d_scales, s16, nsc * 2, what) : dev_copy(&L->d_scales, q->scales, nsc * 4, what);
+    pq_status s = L->scales_f16 ? pq_cuda_copy_named(&L->d_scales, s16, nsc * 2, what)
+                                : pq_cuda_copy_named(&L->d_scales, q->scales, nsc * 4, what);
     free(s16);
     PQ_TRY(s);
     if (q->zeros) {
@@ -217,13 +195,13 @@ static pq_status upload_qpack(const pq_qpack *q, const char *what, pq_linear_cud
         for (size_t i = 0; i < nsc; i++)
             PQ_FAIL_IF(q->zeros[i] >> q->bits, PQ_ERR_FORMAT, "%s: zero point %d of a %d-bit weight (row %zu)", what,
                        q->zeros[i], q->bits, i / ng);
-        PQ_TRY(dev_copy((void **)&L->d_zeros, q->zeros, nsc, what));
+        PQ_TRY(pq_cuda_copy_named((void **)&L->d_zeros, q->zeros, nsc, what));
     }
     if (q->g_idx) {
         for (int c = 0; c < q->cols; c++)
             PQ_FAIL_IF(q->g_idx[c] < 0 || q->g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: g_idx[%d] = %d outside [0, %d)", what,
                        c, q->g_idx[c], ng);
-        PQ_TRY(dev_copy((void **)&L->d_gidx, q->g_idx, (size_t)q->cols * 4, what));
+        PQ_TRY(pq_cuda_copy_named((void **)&L->d_gidx, q->g_idx, (size_t)q->cols * 4, what));
     }
     return PQ_OK;
 }
@@ -233,7 +211,7 @@ static pq_status upload_bytes(const void *q, const float *scales, int nscales, c
     L->ldq = (int)round_up((size_t)L->cols, 64);
     PQ_TRY(dev_rows((void **)&L->d_q, round_up((size_t)L->rows, 16), (size_t)L->ldq, q, (size_t)L->cols,
                     (size_t)L->cols, (size_t)L->rows, what));
-    PQ_TRY(dev_copy((void **)&L->d_wscale, scales, (size_t)nscales * 4, what));
+    PQ_TRY(pq_cuda_copy_named((void **)&L->d_wscale, scales, (size_t)nscales * 4, what));
     return PQ_OK;
 }
 
@@ -285,7 +263,8 @@ pq_status pq_linear_cuda_upload(const pq_linear *W, const char *what, pq_linear_
     L.rows = W->rows;
     L.cols = W->cols;
     pq_status s = upload_weight(W, what, &L);
-    if (s == PQ_OK && W->bias) s = dev_copy((void **)&L.d_bias, W->bias, (size_t)W->rows * sizeof(float), what);
+    if (s == PQ_OK && W->bias)
+        s = pq_cuda_copy_named((void **)&L.d_bias, W->bias, (size_t)W->rows * sizeof(float), what);
     if (s != PQ_OK) {
         pq_linear_cuda_free(&L);
         return s;

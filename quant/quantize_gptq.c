@@ -60,8 +60,8 @@ static void inputs_hash(pq_quantize_run *r) {
              PQ_VERSION, p->model, r->sha, r->method, desc, (int)r->scheme.actorder, p->quantize_head,
              r->calib.sha256, r->calib.n, r->calib.len, pq_calib_mode_name(p->calib.mode),
              (unsigned long long)p->calib.seed, p->damp, p->block_size, p->act_order, p->static_groups,
-             p->true_sequential, r->smooth ? "none" : gpu ? "cuda" : "cpu", (int)sp->kind, sp->alpha, sp->grid, sp->clip_grid,
-             sp->search_tokens);
+             p->true_sequential, r->smooth ? "none" : gpu ? "cuda" : "cpu", (int)sp->kind, sp->alpha, sp->grid,
+             sp->clip_grid, sp->search_tokens);
     pq_sha256 h;
     pq_sha256_init(&h);
     pq_sha256_update(&h, line, strlen(line));

@@ -321,20 +321,28 @@ static pq_config driver_config(void) {
                        .rms_eps = 1e-5f, .rope_theta = 10000.0f, .tie_embeddings = 1, .bos_id = 1, .eos_id = 2};
 }
 
-static void test_driver(pq_pool *pool1, pq_pool *pool3) {
-    pq_config c = driver_config();
-    pq_model *m;
-    if (pq_model_random(&c, PQ_DENSE_F16, 7, &m) != PQ_OK) {
+// A random model of config c (seed 7) and 5 windows of 40 random tokens;
+// 0 (after a FAIL line) if the model cannot be made.
+static int driver_setup(const pq_config *c, pq_model **m, pq_calib_data *d) {
+    if (pq_model_random(c, PQ_DENSE_F16, 7, m) != PQ_OK) {
         printf("FAIL - random model: %s\n", pq_last_error());
-        return;
+        return 0;
     }
     size_t n = 4000;
     int32_t *s = malloc(n * sizeof(int32_t));
     for (size_t i = 0; i < n; i++) s[i] = (int32_t)(pq_test_u64() % 300);
     pq_calib_params p = pq_calib_default_params();
     p.nsamples = 5, p.seqlen = 40;
+    pq_calib_windows(s, n, 1, &p, c->max_pos, "t", d);
+    free(s);
+    return 1;
+}
+
+static void test_driver(pq_pool *pool1, pq_pool *pool3) {
+    pq_config c = driver_config();
+    pq_model *m;
     pq_calib_data d;
-    pq_calib_windows(s, n, 1, &p, c.max_pos, "t", &d);
+    if (!driver_setup(&c, &m, &d)) return;
     const int both = PQ_STAT_XTX | PQ_STAT_ABS;
     drive_result a = drive(m, &d, pool1, 0, 0, 0, both), b = drive(m, &d, pool3, 0, 0, 0, both);
     PQ_CHECK(a.st == PQ_OK && a.groups == 12 && a.done == 3 && a.loaded == 0 && a.same_layers,
@@ -367,7 +375,6 @@ static void test_driver(pq_pool *pool1, pq_pool *pool3) {
     PQ_CHECK(oov.st == PQ_ERR_ARG && strstr(pq_last_error(), "outside the vocabulary"), "token out of range: %s",
              pq_last_error());
     pq_calib_data_free(&d);
-    free(s);
     pq_model_free(m);
 }
 
@@ -411,17 +418,8 @@ static void test_driver_cuda(pq_pool *pool) {
     PQ_SKIP_UNLESS_GPU(have, "calibration driver on the GPU (block passes + X^T X) vs the CPU");
     pq_config c = driver_config();
     pq_model *m;
-    if (pq_model_random(&c, PQ_DENSE_F16, 7, &m) != PQ_OK) {
-        printf("FAIL - random model: %s\n", pq_last_error());
-        return;
-    }
-    size_t n = 4000;
-    int32_t *s = malloc(n * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++) s[i] = (int32_t)(pq_test_u64() % 300);
-    pq_calib_params p = pq_calib_default_params();
-    p.nsamples = 5, p.seqlen = 40;
     pq_calib_data d;
-    pq_calib_windows(s, n, 1, &p, c.max_pos, "t", &d);
+    if (!driver_setup(&c, &m, &d)) return;
     const int both = PQ_STAT_XTX | PQ_STAT_ABS;
     float *xc[MAXL][PQ_NGROUPS] = {{0}}, *xg[MAXL][PQ_NGROUPS] = {{0}};
     drive_result cpu = drive_on(m, &d, pool, 0, 0, 0, both, PQ_DEVICE_CPU, xc);
@@ -446,7 +444,6 @@ static void test_driver_cuda(pq_pool *pool) {
              gpu.st == PQ_OK ? "ok" : pq_last_error());
     PQ_CHECK(again.st == PQ_OK && again.hash == gpu.hash, "driver on the GPU: a second run bit-identical");
     pq_calib_data_free(&d);
-    free(s);
     pq_model_free(m);
 }
 

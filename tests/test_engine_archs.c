@@ -309,8 +309,9 @@ static void check_case(const arch_case *c, const char *root, int k) {
         worst = 0;
         for (int t = 0; t < T_TOKENS; t++)
             worst = fmax(worst, pq_rel_l2(got + (size_t)t * c->vocab, want + (size_t)t * c->vocab, c->vocab));
-        PQ_CHECK(s == PQ_OK && worst < 1e-4, "%s: prefill %d + decode %d one at a time vs the reference: worst rel L2 %.2e",
-                 c->what, T_PREFILL, T_TOKENS - T_PREFILL, worst);
+        PQ_CHECK(s == PQ_OK && worst < 1e-4,
+                 "%s: prefill %d + decode %d one at a time vs the reference: worst rel L2 %.2e", c->what, T_PREFILL,
+                 T_TOKENS - T_PREFILL, worst);
     }
     pq_engine_free(e);
     pq_model_free(m);
