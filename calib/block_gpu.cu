@@ -3,8 +3,8 @@
 
 extern "C" {
 #include "calib/block_gpu.h"
-#include "common/half.h"
 #include "eval/backend.h"
+#include "kernels/dense.h"
 }
 #include "eval/block_cuda.h"
 #include "kernels/ops_cuda.h"
@@ -52,10 +52,8 @@ extern "C" void pq_calib_gpu_free(pq_calib_gpu *g) {
 
 static pq_status create(pq_calib_gpu *g) {
     const pq_config *c = &g->c;
-    size_t T = (size_t)g->len, kvd = (size_t)c->n_kv_heads * c->head_dim, qd = (size_t)c->n_heads * c->head_dim;
-    size_t widest = (size_t)c->hidden;
-    if (qd > widest) widest = qd;
-    if ((size_t)c->intermediate > widest) widest = (size_t)c->intermediate;
+    size_t T = (size_t)g->len, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t staged = pq_calib_gpu_host_bytes(c, g->len) / (sizeof(uint16_t) + sizeof(float)); // elements
     PQ_FAIL_IF(c->head_dim < 2 || c->head_dim % 2 || c->head_dim > PQ_ATTN_CUDA_MAX_HD, PQ_ERR_FORMAT,
                "calibration on the GPU: head_dim %d is not supported (even, at most %d)", c->head_dim,
                PQ_ATTN_CUDA_MAX_HD);
@@ -64,8 +62,8 @@ static pq_status create(pq_calib_gpu *g) {
     PQ_TRY(pq_cuda_malloc_named((void **)&g->d_x, T * c->hidden * sizeof(float), "a calibration window"));
     PQ_TRY(pq_cuda_malloc_named((void **)&g->d_kc, T * kvd * sizeof(uint16_t), "a window's keys"));
     PQ_TRY(pq_cuda_malloc_named((void **)&g->d_vc, T * kvd * sizeof(uint16_t), "a window's values"));
-    g->h16 = (uint16_t *)malloc(T * widest * sizeof(uint16_t));
-    g->h32 = (float *)malloc(T * widest * sizeof(float));
+    g->h16 = (uint16_t *)malloc(staged * sizeof(uint16_t));
+    g->h32 = (float *)malloc(staged * sizeof(float));
     PQ_FAIL_IF(!g->h16 || !g->h32, PQ_ERR_NOMEM, "out of memory for the GPU calibration's staging buffers");
     PQ_TRY(pq_block_cuda_rope_prepare(&g->s, c, 0, g->len, g->stream));
     PQ_CUDA_TRY(cudaStreamSynchronize(g->stream));
@@ -118,7 +116,7 @@ static pq_status on_input(void *ud, int layer, pq_linear_slot slot, const uint16
     size_t n = (size_t)T * cols;
     PQ_CUDA_TRY(cudaMemcpyAsync(g->h16, d_x, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, (cudaStream_t)stream));
     PQ_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
-    for (size_t i = 0; i < n; i++) g->h32[i] = pq_fp16_to_f32(g->h16[i]);
+    pq_dense_rows_cpu(PQ_DENSE_F16, g->h16, cols, 0, T, g->h32); // exact, like pq_fp16_to_f32
     g->hooks->linear_input(g->hooks->ud, layer, slot, g->h32, T, cols);
     return PQ_OK;
 }

@@ -8,6 +8,7 @@
 #define PQ_CALIB_BLOCK_GPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "eval/block_cpu.h"
 #include "eval/model.h"
@@ -17,6 +18,15 @@ extern "C" {
 #endif
 
 typedef struct pq_calib_gpu pq_calib_gpu;
+
+// Host memory a pq_calib_gpu holds for windows of len tokens: the FP16 and
+// f32 staging of the widest hooked input (hidden, q dim or intermediate).
+static inline size_t pq_calib_gpu_host_bytes(const pq_config *c, int len) {
+    size_t qd = (size_t)c->n_heads * c->head_dim, widest = (size_t)c->hidden;
+    widest = qd > widest ? qd : widest;
+    widest = (size_t)c->intermediate > widest ? (size_t)c->intermediate : widest;
+    return (size_t)len * widest * (sizeof(uint16_t) + sizeof(float));
+}
 
 // Device buffers for windows of len tokens of a model with config c, on
 // the first usable GPU. PQ_ERR_NO_DEVICE without one (or without CUDA in

@@ -76,12 +76,7 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
     }
     r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
     r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool));
-    if (use_gpu(meth, p)) { // calib/block_gpu.h's host staging of a hooked input: FP16 and f32
-        size_t qd = (size_t)c->n_heads * c->head_dim, widest = (size_t)c->hidden;
-        widest = qd > widest ? qd : widest;
-        widest = (size_t)c->intermediate > widest ? (size_t)c->intermediate : widest;
-        r->scratch_bytes += (size_t)d->len * widest * (sizeof(uint16_t) + sizeof(float));
-    }
+    if (use_gpu(meth, p)) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
     for (int g = 0; g < PQ_NGROUPS; g++) {
         size_t b = pq_act_stats_bytes(pq_input_group_cols(c, g), meth->stats);
         r->stats_bytes = p->true_sequential ? (b > r->stats_bytes ? b : r->stats_bytes) : r->stats_bytes + b;
