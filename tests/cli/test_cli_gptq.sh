@@ -19,16 +19,6 @@ PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows 100 --devic
 
 ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
 less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'; }
-no_leftovers() { [ -z "$(ls -d "$1".pq-tmp-* "$1".pq-old-* 2>/dev/null)" ]; }
-# pq.json without what legitimately differs between runs (timings, memory, threads)
-stable_json() { jq -S 'del(.seconds, .memory, .threads)' "$1/pq.json"; }
-# same_output A B: every file byte-identical, pq.json up to timings
-same_output() {
-    for f in model.safetensors config.json tokenizer.json tokenizer_config.json; do
-        cmp -s "$1/$f" "$2/$f" || return 1
-    done
-    [ "$(stable_json "$1")" = "$(stable_json "$2")" ]
-}
 quantize() { $PQ quantize "$FIXTURE" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
 
 # ---- end to end, GPTQ vs RTN -------------------------------------------------
