@@ -21,7 +21,7 @@ AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 LDLIBS  := -ljansson -lzstd -ldl -lm -pthread
 
-LIB_DIRS := common formats kernels eval calib quant
+LIB_DIRS := common formats formats/tokenizer kernels eval calib quant
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TOOL_SRC := $(wildcard tools/*.c)

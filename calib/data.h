@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 
 typedef enum { PQ_CALIB_RANDOM, PQ_CALIB_CONCAT } pq_calib_mode;
 

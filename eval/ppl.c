@@ -6,7 +6,7 @@
 
 #include "common/sys.h"
 #include "formats/fileio.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 
 // logits rows scored per chunk: bounds the logits buffer to 64 x vocab floats
 #define LOGIT_CHUNK 64

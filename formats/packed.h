@@ -50,8 +50,8 @@
 #include <stddef.h>
 
 #include "formats/safetensors.h"
-#include "quant/qtensor.h"
-#include "quant/scheme.h"
+#include "formats/qtensor.h"
+#include "formats/scheme.h"
 
 // ---- quantization_config (formats/packed_config.c) ----------------------
 

@@ -32,7 +32,7 @@
 
 #include "common/threads.h"
 #include "formats/safetensors.h"
-#include "quant/scheme.h"
+#include "formats/scheme.h"
 
 #define PQ_AWQ_MIN_XMEAN 1e-4
 

@@ -10,7 +10,7 @@
 
 #include "common/sys.h"
 #include "formats/fileio.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "quant/quantize_run.h"
 #include "quant/scales.h"
 

@@ -42,7 +42,7 @@
 #include <stddef.h>
 
 #include "common/threads.h"
-#include "quant/qtensor.h"
+#include "formats/qtensor.h"
 
 #define PQ_GPTQ_ROWS 64
 #define PQ_GPTQ_DAMP_MAX 100.0

@@ -19,7 +19,7 @@
 #include "quant/quantize_run.h"
 #include "quant/rtn.h"
 #include "quant/scales.h"
-#include "quant/scheme.h"
+#include "formats/scheme.h"
 
 #define PATH_CAP 4096
 

@@ -38,7 +38,7 @@
 #include "formats/fileio.h"
 #include "formats/packed.h"
 #include "formats/sha256.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "quant/quantize_run.h"
 
 #define JOURNAL "pq-journal.json"

@@ -18,7 +18,7 @@
 #include "quant/gptq.h"
 #include "quant/quantize.h"
 #include "quant/scales.h"
-#include "quant/scheme.h"
+#include "formats/scheme.h"
 #include "quant/smooth.h"
 
 // The method and scheme parameters ask for, and how the run goes

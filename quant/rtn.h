@@ -22,8 +22,8 @@
 #define PQ_RTN_H
 
 #include "common/threads.h"
-#include "quant/qtensor.h"
-#include "quant/scheme.h"
+#include "formats/qtensor.h"
+#include "formats/scheme.h"
 
 // Quantizes w[rows][cols] with scheme s (its bits may be anything in 2..8 for
 // the integer weight-only format) into *out (allocated here; free with

@@ -55,8 +55,8 @@
 #include "calib/data.h"
 #include "calib/driver.h"
 #include "quant/fold.h"
-#include "quant/qtensor.h"
-#include "quant/scheme.h"
+#include "formats/qtensor.h"
+#include "formats/scheme.h"
 
 typedef enum { PQ_SMOOTH_NONE, PQ_SMOOTH_AWQ, PQ_SMOOTH_SQ } pq_smooth_kind;
 

@@ -4,7 +4,7 @@
 
 #include "common/sys.h"
 #include "eval/engine.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "tests/test.h"
 
 static void check_golden_logits(pq_model *m, pq_engine *e) {

@@ -7,7 +7,7 @@
 #include "common/sys.h"
 #include "eval/ppl.h"
 #include "formats/fileio.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "tests/test.h"
 
 static int same4(double a, double b) { return fabs(a - b) <= 5e-5 * fabs(b); } // 4 significant digits

@@ -1,4 +1,4 @@
-// RTN quantization (quant/rtn.c) and the scheme table (quant/scheme.c):
+// RTN quantization (quant/rtn.c) and the scheme table (formats/scheme.c):
 // hand-computed codes, RNE ties, clamping, ragged groups, asymmetric zero
 // points, FP8 saturation, NaN/Inf refused by name, determinism across thread
 // counts, scales exactly representable in their stored dtype, and bits per
@@ -9,7 +9,7 @@
 #include "common/sys.h"
 #include "kernels/fp8.h"
 #include "quant/rtn.h"
-#include "quant/scheme.h"
+#include "formats/scheme.h"
 
 static pq_scheme int_scheme(int bits, int group, int sym) {
     return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};

@@ -7,8 +7,8 @@
 //       (run by tests/cli/test_tokenizer_oracle.sh)
 #include <jansson.h>
 
-#include "formats/pretok.h"
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/pretok.h"
+#include "formats/tokenizer/tokenizer.h"
 #include "tests/test.h"
 
 static double now_s(void) {

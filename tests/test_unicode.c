@@ -1,10 +1,10 @@
-// tests/test_unicode.c — formats/unicode_nfc.c (NFC, NFD) against Python's
+// tests/test_unicode.c — formats/tokenizer/unicode_nfc.c (NFC, NFD) against Python's
 // unicodedata, through the vectors tools/gen_nfc_tables.py --vectors wrote to
 // tests/data/nfc_vectors.txt: every code point on its own, strings at the
 // corners of the algorithm, and per-block hashes of NFD; then properties on
 // random strings (idempotence, NFC and NFD agree), the fast path, speed on
 // MB-sized text and bad input.
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 #include "tests/test.h"
 
 #define VECTORS "tests/data/nfc_vectors.txt"

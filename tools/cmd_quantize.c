@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "quant/quantize.h"
-#include "quant/scheme.h"
+#include "formats/scheme.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer target: Unicode normalization (formats/unicode_nfc.c). The input
+// libFuzzer target: Unicode normalization (formats/tokenizer/unicode_nfc.c). The input
 // is the text. Invalid UTF-8 must fail with a format error and leave the
 // buffer as it was; valid text must normalize to valid UTF-8 with
 // NFC(NFC(x)) == NFC(x), NFD(NFD(x)) == NFD(x), NFC(NFD(x)) == NFC(x) and
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 
 static int same(const pq_tbuf *a, const pq_tbuf *b) { return a->len == b->len && memcmp(a->p, b->p, a->len) == 0; }
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 
 static void encode_decode(const pq_tokenizer *tok, const char *text, size_t len, int add_special) {
     int32_t *ids = NULL;

@@ -1,18 +1,18 @@
-// formats/tokenizer.c — loading tokenizer.json (+ tokenizer_config.json) and
+// formats/tokenizer/tokenizer.c — loading tokenizer.json (+ tokenizer_config.json) and
 // the encode/decode drivers. The pieces live in bpe.c (the model),
 // normalizer.c, pretok*.c, tok_added.c and tok_decoder.c.
-#include "formats/tokenizer.h"
+#include "formats/tokenizer/tokenizer.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/bpe.h"
+#include "formats/tokenizer/bpe.h"
 #include "formats/fileio.h"
-#include "formats/normalizer.h"
-#include "formats/pretok.h"
-#include "formats/tok_added.h"
-#include "formats/tok_decoder.h"
+#include "formats/tokenizer/normalizer.h"
+#include "formats/tokenizer/pretok.h"
+#include "formats/tokenizer/tok_added.h"
+#include "formats/tokenizer/tok_decoder.h"
 
 #define MAX_TEMPLATE 8        // special tokens before/after the text in a template
 #define MAX_FILE (1u << 30)   // tokenizer.json of real models are < 20 MB

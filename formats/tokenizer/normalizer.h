@@ -1,10 +1,10 @@
-// formats/normalizer.h — the normalizers of tokenizer.json that BPE
+// formats/tokenizer/normalizer.h — the normalizers of tokenizer.json that BPE
 // checkpoints use: Prepend, Replace (string patterns) (the Llama 2 /
 // SentencePiece family), NFC (Qwen2), NFD, and Sequence of them. NFKC, NFKD,
 // Lowercase, regex patterns and the rest are refused by name.
 // Internal to formats/ (the tokenizer).
 //
-// NFC and NFD use Unicode 14.0 (formats/unicode_nfc.c). The tokenizers
+// NFC and NFD use Unicode 14.0 (formats/tokenizer/unicode_nfc.c). The tokenizers
 // library's crate (unicode-normalization-alignments) has Unicode 9.0 tables:
 // both give the same result on every text made of code points assigned by
 // 9.0, and on every single code point; they differ only on text holding the
@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "common/status.h"
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 
 typedef struct pq_norm pq_norm;
 

@@ -1,4 +1,4 @@
-// formats/tok_decoder.h — the "decoder" section of tokenizer.json: turns the
+// formats/tokenizer/tok_decoder.h — the "decoder" section of tokenizer.json: turns the
 // pieces of decoded ids back into text. Supports ByteLevel, Metaspace,
 // Replace (string patterns), ByteFallback, Fuse, Strip and Sequence of these,
 // with the semantics of the Hugging Face tokenizers library; anything else is
@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 #include "common/status.h"
-#include "formats/pretok.h"
+#include "formats/tokenizer/pretok.h"
 
 typedef struct pq_tokdec pq_tokdec;
 

@@ -3,7 +3,7 @@
 // backtracking match of each pattern returns.
 #include <string.h>
 
-#include "formats/pretok.h"
+#include "formats/tokenizer/pretok.h"
 
 static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"

@@ -1,9 +1,9 @@
-#include "formats/tok_added.h"
+#include "formats/tokenizer/tok_added.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 
 typedef struct {
     const char *pat; // points into the arena once built

@@ -1,4 +1,4 @@
-// quant/scheme.h — the quantization schemes `pq quantize` writes: their
+// formats/scheme.h — the quantization schemes `pq quantize` writes: their
 // names, defaults, the combinations each one allows, and what they cost in
 // bits per weight.
 //

@@ -1,4 +1,4 @@
-#include "formats/tok_decoder.h"
+#include "formats/tokenizer/tok_decoder.h"
 
 #include <stdlib.h>
 #include <string.h>

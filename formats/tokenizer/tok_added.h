@@ -1,4 +1,4 @@
-// formats/tok_added.h — the "added_tokens" of tokenizer.json: finding them in
+// formats/tokenizer/tok_added.h — the "added_tokens" of tokenizer.json: finding them in
 // text before the model runs, as the tokenizers library's AddedVocabulary
 // does (leftmost-longest matching, then the single_word, lstrip and rstrip
 // rules). Internal to formats/ (the tokenizer).

@@ -1,4 +1,4 @@
-// formats/tokenizer.h — Hugging Face tokenizer.json BPE, encode and decode.
+// formats/tokenizer/tokenizer.h — Hugging Face tokenizer.json BPE, encode and decode.
 //
 // Supports the two BPE families LLM checkpoints ship:
 //   - SentencePiece style (Llama 2, TinyLlama, the stories260K fixture):

@@ -1,9 +1,9 @@
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/unicode_tables.h"
+#include "formats/tokenizer/unicode_tables.h"
 
 unsigned pq_uni_class(uint32_t cp) {
     if (cp < 256) return pq_uni_latin1[cp];

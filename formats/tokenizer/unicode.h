@@ -1,4 +1,4 @@
-// formats/unicode.h — UTF-8 decoding, the Unicode classes the tokenizer
+// formats/tokenizer/unicode.h — UTF-8 decoding, the Unicode classes the tokenizer
 // needs (\p{L}, \p{N}, \s, \w), canonical normalization (NFC, NFD), plus a
 // growable byte buffer for building text. Internal to formats/ (the
 // tokenizer); the tables come from tools/gen_unicode_tables.py and

@@ -1,4 +1,4 @@
-#include "formats/normalizer.h"
+#include "formats/tokenizer/normalizer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-// formats/bpe.h — the BPE model of a tokenizer.json: vocabulary, ranked
+// formats/tokenizer/bpe.h — the BPE model of a tokenizer.json: vocabulary, ranked
 // merges, and the merge algorithm of the Hugging Face tokenizers library
 // (models/bpe/word.rs merge_all), in O(n log n) for a word of n symbols: a
 // linked list of symbols and a priority queue of candidate pairs keyed (rank,

@@ -1,6 +1,6 @@
 // The pre-tokenizer pipeline: parsing the "pre_tokenizer" section and
 // running its stages over a segment of text.
-#include "formats/pretok.h"
+#include "formats/tokenizer/pretok.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "quant/qtensor.h"
+#include "formats/qtensor.h"
 
 #include <string.h>
 

@@ -1,10 +1,10 @@
-#include "formats/bpe.h"
+#include "formats/tokenizer/bpe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 
 #define EMPTY_KEY UINT64_MAX
 

@@ -1,4 +1,4 @@
-// formats/pretok.h — the pre-tokenizers of tokenizer.json: ByteLevel (GPT-2
+// formats/tokenizer/pretok.h — the pre-tokenizers of tokenizer.json: ByteLevel (GPT-2
 // byte-to-unicode mapping and split regex), Split with the GPT-2, Llama 3 or
 // Qwen2 regex (hand-written scanners, no regex library), Metaspace, Digits,
 // and Sequence of these. Anything else is refused by name. Internal to
@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "formats/unicode.h"
+#include "formats/tokenizer/unicode.h"
 
 // A list of pieces of text: piece i is text.p[p[i].off .. +p[i].len).
 // first: the piece starts at offset 0 of the input (Metaspace's "first").

@@ -1,6 +1,6 @@
-// formats/unicode_nfc.c — Unicode canonical normalization (NFC, NFD) of
+// formats/tokenizer/unicode_nfc.c — Unicode canonical normalization (NFC, NFD) of
 // UTF-8 text, as Unicode section 3.11 and UAX #15 define it, with the tables
-// of formats/unicode_nfc_tables.h (tools/gen_nfc_tables.py).
+// of formats/tokenizer/unicode_nfc_tables.h (tools/gen_nfc_tables.py).
 //
 // The text is cut before every "stable" code point: for NFC a starter whose
 // NFC_Quick_Check is Yes, for NFD a starter without a decomposition. Nothing
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/unicode.h"
-#include "formats/unicode_nfc_tables.h"
+#include "formats/tokenizer/unicode.h"
+#include "formats/tokenizer/unicode_nfc_tables.h"
 
 // Hangul syllables, composed and decomposed by arithmetic (Unicode 3.12)
 enum {

@@ -1,4 +1,4 @@
-// quant/qtensor.h — one quantized weight matrix, owned: what a quantizer
+// formats/qtensor.h — one quantized weight matrix, owned: what a quantizer
 // (RTN now; GPTQ / AWQ later) produces and the packed-checkpoint writer
 // stores, viewable as a pq_linear so the engine's kernels can run it.
 //

@@ -1,4 +1,4 @@
-#include "quant/scheme.h"
+#include "formats/scheme.h"
 
 #include <stdio.h>
 #include <string.h>
