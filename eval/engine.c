@@ -56,6 +56,8 @@ void pq_engine_free(pq_engine *e) {
 
 const char *pq_engine_describe(const pq_engine *e) { return e->desc; }
 pq_device pq_engine_device(const pq_engine *e) { return e->device; }
+int pq_engine_max_ctx(const pq_engine *e) { return e->max_ctx; }
+int pq_engine_vocab(const pq_engine *e) { return e->m->cfg.vocab; }
 
 pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0) {
     PQ_FAIL_IF(T < 1 || pos0 < 0 || pos0 + T > e->max_ctx, PQ_ERR_ARG,

@@ -39,6 +39,8 @@ void pq_engine_free(pq_engine *e); // NULL-safe
 // then "; GPU not used: " and the reason.
 const char *pq_engine_describe(const pq_engine *e);
 pq_device pq_engine_device(const pq_engine *e);
+int pq_engine_max_ctx(const pq_engine *e); // positions the KV cache holds
+int pq_engine_vocab(const pq_engine *e);   // logits per row
 
 // Runs tokens[0..T) at positions pos0..; T >= 1, pos0 + T <= max_ctx, ids < vocab.
 pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0);

@@ -84,8 +84,51 @@ static void attn_block(void *ctx, int task, int tid) {
     pq_sgemm_nn(nq, hd, nk, 1.0f, S, nk, vb, kvdim, 0.0f, j->out + (size_t)t0 * qdim + (size_t)h * hd, qdim);
 }
 
+// a . b over n floats in 8 independent lanes (vectorizable without
+// reassociating), then the lanes pairwise
+static float dot(const float *a, const float *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    for (int l = 0; i < n; i++, l++) acc[l] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+// y += a x over n floats, 8 at a time (vectorizable)
+static void axpy(float *restrict y, const float *restrict x, float a, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) y[i + l] += a * x[i + l];
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+// One query (a decode step), one task per head: dot products and a weighted
+// sum of value rows. sgemm would spend more time packing its operands than
+// multiplying vectors this short.
+static void attn_one(void *ctx, int h, int tid) {
+    attn_job *j = ctx;
+    const pq_attn_shape *s = j->s;
+    int hd = s->head_dim, kvdim = s->n_kv * hd, kh = h / (s->n_heads / s->n_kv);
+    int p = j->pos0, j0 = first_key(s, p), nk = p - j0 + 1;
+    float *S = j->ws + (size_t)tid * QBLOCK * (size_t)(j->pos0 + j->T);
+    const float *qh = j->q + (size_t)h * hd;
+    const float *kb = j->k + (size_t)j0 * kvdim + (size_t)kh * hd;
+    const float *vb = j->v + (size_t)j0 * kvdim + (size_t)kh * hd;
+    float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, sum = 0;
+    for (int c = 0; c < nk; c++) {
+        S[c] = scale * dot(qh, kb + (size_t)c * kvdim, hd);
+        mx = S[c] > mx ? S[c] : mx;
+    }
+    for (int c = 0; c < nk; c++) sum += (S[c] = expf(S[c] - mx));
+    float *o = j->out + (size_t)h * hd, inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++) o[i] = 0;
+    for (int c = 0; c < nk; c++) axpy(o, vb + (size_t)c * kvdim, S[c] * inv, hd);
+}
+
 void pq_attention_cpu(const pq_attn_shape *s, const float *q, const float *k, const float *v, int T, int pos0,
                       float *out, void *ws, pq_pool *pool) {
     attn_job j = {s, q, k, v, T, pos0, (T + QBLOCK - 1) / QBLOCK, out, ws};
-    pq_pool_for(pool, s->n_heads * j.nblocks, attn_block, &j);
+    if (T == 1) pq_pool_for(pool, s->n_heads, attn_one, &j);
+    else pq_pool_for(pool, s->n_heads * j.nblocks, attn_block, &j);
 }

@@ -23,7 +23,8 @@ typedef struct {
 void pq_attention_ref(const pq_attn_shape *s, const float *q, const float *k, const float *v, int T, int pos0,
                       float *out);
 
-// Blocks of queries per head through sgemm, parallel over the pool; ws holds
+// Blocks of queries per head through sgemm (one query, a decode step: dot
+// products per head instead), parallel over the pool; ws holds
 // pq_attention_workspace_bytes(s, pos0 + T, nthreads).
 size_t pq_attention_workspace_bytes(const pq_attn_shape *s, int n_ctx, int nthreads);
 void pq_attention_cpu(const pq_attn_shape *s, const float *q, const float *k, const float *v, int T, int pos0,

@@ -192,6 +192,9 @@ int main(void) {
     check_attention(8, 4, 8, 17, 0, 0);
     check_attention(8, 4, 8, 70, 0, 0);
     check_attention(4, 1, 16, 1, 33, 0);
+    check_attention(9, 3, 64, 1, 0, 0);
+    check_attention(9, 3, 64, 1, 200, 0);
+    check_attention(4, 2, 20, 1, 90, 16);
     check_attention(6, 2, 64, 130, 20, 0);
     check_attention(4, 2, 8, 90, 10, 16);
     check_rope();

@@ -30,6 +30,7 @@ struct pq_tokenizer {
     int32_t prefix[MAX_TEMPLATE], suffix[MAX_TEMPLATE];
     int n_prefix, n_suffix;
     int32_t bos, eos;
+    char *chat_template;            // tokenizer_config.json "chat_template" (or chat_template.jinja), or NULL
 };
 
 void pq_tok_free(pq_tokenizer *tok) {
@@ -43,6 +44,7 @@ void pq_tok_free(pq_tokenizer *tok) {
     pq_added_matcher_free(tok->raw);
     pq_added_matcher_free(tok->normed);
     free(tok->added_of_id);
+    free(tok->chat_template);
     free(tok);
 }
 
@@ -267,6 +269,32 @@ static int32_t config_token(const pq_tokenizer *tok, const json_t *cfg, const ch
     return json_is_string(v) ? token_to_id(tok, json_string_value(v), json_string_length(v)) : -1;
 }
 
+static pq_status set_chat_template(pq_tokenizer *tok, const char *t, size_t n) {
+    char *c = malloc(n + 1);
+    PQ_FAIL_IF(!c, PQ_ERR_NOMEM, "out of memory reading the chat template");
+    memcpy(c, t, n);
+    c[n] = '\0';
+    free(tok->chat_template);
+    tok->chat_template = c;
+    return PQ_OK;
+}
+
+// "chat_template": a string, or (older files with several) a list of
+// {"name", "template"} objects of which transformers uses "default".
+static pq_status parse_chat_template(pq_tokenizer *tok, const json_t *ct) {
+    if (!ct || json_is_null(ct)) return PQ_OK;
+    if (json_is_string(ct)) return set_chat_template(tok, json_string_value(ct), json_string_length(ct));
+    PQ_FAIL_IF(!json_is_array(ct), PQ_ERR_FORMAT, "tokenizer_config.json: chat_template is neither a string nor a list");
+    for (size_t i = 0; i < json_array_size(ct); i++) {
+        const json_t *e = json_array_get(ct, i), *name = json_object_get(e, "name"), *t = json_object_get(e, "template");
+        PQ_FAIL_IF(!json_is_string(name) || !json_is_string(t), PQ_ERR_FORMAT,
+                   "tokenizer_config.json: chat_template[%zu] is not a {name, template} pair of strings", i);
+        if (strcmp(json_string_value(name), "default") == 0)
+            return set_chat_template(tok, json_string_value(t), json_string_length(t));
+    }
+    return PQ_OK;
+}
+
 // tokenizer_config.json: add_bos_token / add_eos_token, when present, decide
 // what add_special adds (as transformers' Llama tokenizers rebuild the
 // template from them); bos_token / eos_token name the ids.
@@ -278,6 +306,7 @@ static pq_status apply_config(pq_tokenizer *tok, const json_t *cfg) {
     int32_t b = config_token(tok, cfg, "bos_token"), e = config_token(tok, cfg, "eos_token");
     if (b >= 0) tok->bos = b;
     if (e >= 0) tok->eos = e;
+    PQ_TRY(parse_chat_template(tok, json_object_get(cfg, "chat_template")));
     const json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
     if (json_is_boolean(ab)) {
         PQ_FAIL_IF(json_is_true(ab) && tok->bos < 0, PQ_ERR_FORMAT, "add_bos_token is true but bos_token is unknown");
@@ -360,10 +389,23 @@ done:
 
 pq_status pq_tok_load(const char *model_dir, pq_tokenizer **out) {
     *out = NULL;
-    char tj[4096], tc[4096];
+    char tj[4096], tc[4096], jt[4096];
     PQ_TRY(pq_path_join(tj, sizeof tj, model_dir, "tokenizer.json"));
     PQ_TRY(pq_path_join(tc, sizeof tc, model_dir, "tokenizer_config.json"));
-    return pq_tok_load_files(tj, pq_file_exists(tc) ? tc : NULL, out);
+    PQ_TRY(pq_path_join(jt, sizeof jt, model_dir, "chat_template.jinja"));
+    PQ_TRY(pq_tok_load_files(tj, pq_file_exists(tc) ? tc : NULL, out));
+    if ((*out)->chat_template || !pq_file_exists(jt)) return PQ_OK;
+    // transformers >= 4.50 saves the template as its own file
+    char *t = NULL;
+    size_t n = 0;
+    pq_status st = pq_file_read(jt, MAX_FILE, &t, &n);
+    if (st == PQ_OK) st = set_chat_template(*out, t, n);
+    free(t);
+    if (st != PQ_OK) {
+        pq_tok_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 // ---- queries ------------------------------------------------------------------------
@@ -372,6 +414,17 @@ int pq_tok_vocab_size(const pq_tokenizer *tok) { return tok->vocab_size; }
 int pq_tok_bos(const pq_tokenizer *tok) { return tok->bos; }
 int pq_tok_eos(const pq_tokenizer *tok) { return tok->eos; }
 int pq_tok_adds_bos(const pq_tokenizer *tok) { return tok->n_prefix > 0; }
+
+const char *pq_tok_chat_template(const pq_tokenizer *tok) { return tok->chat_template; }
+
+int pq_tok_token_id(const pq_tokenizer *tok, const char *text) {
+    int32_t id = token_to_id(tok, text, strlen(text));
+    return id >= 0 && id < tok->vocab_size ? id : -1;
+}
+
+int pq_tok_is_special(const pq_tokenizer *tok, int id) {
+    return id >= 0 && id < tok->vocab_size && tok->added_of_id[id] >= 0 && tok->added[tok->added_of_id[id]].special;
+}
 
 const char *pq_tok_piece(const pq_tokenizer *tok, int id) {
     if (id < 0 || id >= tok->vocab_size) return NULL;

@@ -22,7 +22,8 @@
 
 typedef struct pq_tokenizer pq_tokenizer;
 
-// Loads <dir>/tokenizer.json and, when present, <dir>/tokenizer_config.json.
+// Loads <dir>/tokenizer.json and, when present, <dir>/tokenizer_config.json
+// (and <dir>/chat_template.jinja when the config holds no chat_template).
 // Unsupported models, normalizers or pre-tokenizers are refused by name.
 pq_status pq_tok_load(const char *model_dir, pq_tokenizer **out);
 // Same from explicit paths (config_path may be NULL).
@@ -36,6 +37,15 @@ int pq_tok_vocab_size(const pq_tokenizer *tok); // 1 + the largest id
 int pq_tok_bos(const pq_tokenizer *tok);        // -1 if the model has none
 int pq_tok_eos(const pq_tokenizer *tok);        // -1 if the model has none
 int pq_tok_adds_bos(const pq_tokenizer *tok);   // 1 if add_special_tokens=True prepends BOS
+// tokenizer_config.json's chat_template (the Jinja source; from a list of
+// named templates, the one named "default"), NULL if there is none. Valid
+// while tok is.
+const char *pq_tok_chat_template(const pq_tokenizer *tok);
+// The id whose token is exactly `text` (an added token's content or a
+// vocabulary piece, e.g. "<|im_end|>"), -1 if there is none.
+int pq_tok_token_id(const pq_tokenizer *tok, const char *text);
+// 1 if id is an added token marked special (decode with skip_special drops it).
+int pq_tok_is_special(const pq_tokenizer *tok, int id);
 // The vocabulary string of an id (e.g. "▁Once", "<0x0A>"), NULL if out of range.
 const char *pq_tok_piece(const pq_tokenizer *tok, int id);
 

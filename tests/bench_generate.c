@@ -1,0 +1,84 @@
+// Benchmark: batch-1 decode speed of `pq generate` (eval/generate.h: the
+// prefill, then one token at a time through the KV cache) on a model with
+// SmolLM2-135M's shapes and random weights, in F16 and in W4A16 g64 sym
+// (every decoder linear quantized in memory by RTN, as `pq quantize
+// --scheme w4a16 --group 64` stores it; the tied F16 embedding is the head
+// of both). Measured in one run: ROUNDS rounds, each one F16 generation
+// then one W4A16 generation, the best decode tokens/s of each, so that a
+// slow spell of a shared machine hits both alike.
+//
+// The ideal speed-up of W4A16 is what decode reads per token:
+//   (F16 linears + F16 head) / (W4A16 linears as stored + F16 head)
+// and issue 8 asks for at least 80% of it.
+//   build/tests/bench_generate [layers [tokens [cpu|cuda]]]     (default 30 64 cpu)
+#include "common/sys.h"
+#include "eval/generate.h"
+#include "tests/quant_model.h"
+#include "tests/test.h"
+
+#define PROMPT 32
+#define ROUNDS 5
+
+static size_t bytes_per_token(const pq_model *m) {
+    size_t b = pq_linear_weight_bytes(&m->lm_head);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int i = 0; i < PQ_NLINEAR; i++) b += pq_linear_weight_bytes(&m->layers[l].lin[i]);
+    return b;
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "bench_generate: %s: %s\n", what, pq_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    int layers = argc > 1 ? atoi(argv[1]) : 30, tokens = argc > 2 ? atoi(argv[2]) : 64;
+    pq_device dev = argc > 3 && strcmp(argv[3], "cuda") == 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+    pq_test_seed();
+    pq_config c = pq_test_smollm2_config(layers);
+    pq_model *m16, *m4;
+    pq_qtensor *q = NULL;
+    pq_scheme w4 = {PQ_SCHEME_W4A16, 4, 0, 64, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE};
+    if (pq_model_random(&c, PQ_DENSE_F16, 1, &m16) != PQ_OK || pq_model_random(&c, PQ_DENSE_F16, 1, &m4) != PQ_OK)
+        return fail("random model");
+    if (pq_test_quantize_model(m4, &w4, &q) != PQ_OK) return fail("RTN");
+    pq_engine_params ep = pq_engine_default_params();
+    ep.max_ctx = PROMPT + tokens;
+    ep.device = dev;
+    pq_engine *e16, *e4;
+    if (pq_engine_create(m16, &ep, &e16) != PQ_OK || pq_engine_create(m4, &ep, &e4) != PQ_OK) return fail("engine");
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)(pq_test_u64() % (uint64_t)c.vocab);
+    pq_generate_params gp = {.max_new = tokens, .sample = pq_sample_default_params()}; // greedy, no stop id
+    pq_generate_result best[2] = {{0}};
+    pq_engine *es[2] = {e16, e4};
+    for (int r = 0; r < ROUNDS; r++)
+        for (int k = 0; k < 2; k++) {
+            pq_generate_result res;
+            if (pq_generate(es[k], NULL, prompt, PROMPT, &gp, NULL, NULL, &res) != PQ_OK) return fail("generate");
+            if (res.decode_tps > best[k].decode_tps) best[k] = res;
+            pq_generate_result_free(&res);
+        }
+    size_t b16 = bytes_per_token(m16), b4 = bytes_per_token(m4), head = pq_linear_weight_bytes(&m16->lm_head);
+    double ideal = (double)b16 / (double)b4, got = best[1].decode_tps / best[0].decode_tps;
+    printf("model: SmolLM2-135M shapes (hidden 576, intermediate 1536, 9/3 heads of 64, vocab 49152, tied), %d layers, "
+           "random weights; prompt %d tokens, %d generated (greedy), best of %d interleaved rounds\n",
+           layers, PROMPT, tokens, ROUNDS);
+    printf("engine: %s\n", pq_engine_describe(e16));
+    printf("%-22s %9s %10s %10s %12s %10s\n", "linears", "MB/token", "prompt t/s", "decode t/s", "ms/token", "GB/s");
+    const char *names[2] = {"F16", "W4A16 g64 sym (RTN)"};
+    size_t bytes[2] = {b16, b4};
+    for (int k = 0; k < 2; k++)
+        printf("%-22s %9.1f %10.1f %10.1f %12.2f %10.1f\n", names[k], bytes[k] / 1e6, best[k].prompt_tps,
+               best[k].decode_tps, 1e3 / best[k].decode_tps, bytes[k] * best[k].decode_tps / 1e9);
+    printf("bytes read per token (weights as stored; the tied F16 head, %.1f MB, on both sides): F16 %.1f MB, "
+           "W4A16 %.1f MB\n", head / 1e6, b16 / 1e6, b4 / 1e6);
+    printf("decode speed-up W4A16 / F16: %.2fx; ideal %.2fx; %.0f%% of ideal (target >= 80%%)\n", got, ideal,
+           100.0 * got / ideal);
+    pq_engine_free(e16);
+    pq_engine_free(e4);
+    pq_model_free(m16);
+    pq_model_free(m4);
+    pq_test_free_quantized(q, c.n_layers * PQ_NLINEAR);
+    return 0;
+}
