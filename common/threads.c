@@ -2,30 +2,54 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <unistd.h>
 
+// A loop's items are claimed through `claim`: the loop's generation in the
+// high 32 bits, the next item in the low 32, so a worker that wakes late (or
+// is preempted between reading the loop and claiming) can never take an
+// item of a later loop with the earlier loop's function. The caller returns
+// when every item has been done (`done`), not when every worker has woken:
+// on a busy machine a worker may not run for milliseconds, and a decode step
+// runs hundreds of loops.
 struct pq_pool {
     int nthreads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t start, finished;
-    // the current loop
+    // the current loop (written under mu before the generation is published)
     void (*fn)(void *, int, int);
     void *ctx;
     int n;
-    atomic_int next;
-    int generation;  // bumped for every loop; workers wait for a new one
-    int active;      // workers still inside the current loop
+    uint32_t generation;     // bumped for every loop; workers wait for a new one
+    _Atomic uint64_t claim;  // generation << 32 | next item
+    atomic_int done;         // items of the current loop finished
     int stop;
 };
 
 typedef struct { pq_pool *pool; int tid; } worker_arg;
 
-static void run_items(pq_pool *p, int tid) {
+typedef struct {
+    void (*fn)(void *, int, int);
+    void *ctx;
+    int n;
+    uint32_t gen;
+} loop_view;
+
+// Runs items of loop v until none is left; the thread that finishes the
+// last one wakes the caller.
+static void run_items(pq_pool *p, const loop_view *v, int tid) {
+    uint64_t cur = atomic_load(&p->claim);
     for (;;) {
-        int i = atomic_fetch_add(&p->next, 1);
-        if (i >= p->n) break;
-        p->fn(p->ctx, i, tid);
+        if ((uint32_t)(cur >> 32) != v->gen || (uint32_t)cur >= (uint32_t)v->n) return;
+        if (!atomic_compare_exchange_weak(&p->claim, &cur, cur + 1)) continue;
+        v->fn(v->ctx, (int)(uint32_t)cur, tid);
+        if (atomic_fetch_add(&p->done, 1) + 1 == v->n) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->finished);
+            pthread_mutex_unlock(&p->mu);
+        }
+        cur = atomic_load(&p->claim);
     }
 }
 
@@ -34,16 +58,16 @@ static void *worker_main(void *arg) {
     pq_pool *p = wa->pool;
     int tid = wa->tid;
     free(wa);
-    int seen = 0;
+    uint32_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->stop && p->generation == seen) pthread_cond_wait(&p->start, &p->mu);
         if (p->stop) break;
         seen = p->generation;
+        loop_view v = {p->fn, p->ctx, p->n, seen};
         pthread_mutex_unlock(&p->mu);
-        run_items(p, tid);
+        run_items(p, &v, tid);
         pthread_mutex_lock(&p->mu);
-        if (--p->active == 0) pthread_cond_signal(&p->finished);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -105,13 +129,14 @@ void pq_pool_for(pq_pool *p, int n, void (*fn)(void *ctx, int i, int tid), void 
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    atomic_store(&p->next, 0);
-    p->active = p->nthreads - 1;
-    p->generation++;
+    uint32_t gen = ++p->generation;
+    atomic_store(&p->done, 0);
+    atomic_store(&p->claim, (uint64_t)gen << 32);
     pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->mu);
-    run_items(p, 0);
+    loop_view v = {fn, ctx, n, gen};
+    run_items(p, &v, 0);
     pthread_mutex_lock(&p->mu);
-    while (p->active > 0) pthread_cond_wait(&p->finished, &p->mu);
+    while (atomic_load(&p->done) < n) pthread_cond_wait(&p->finished, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
