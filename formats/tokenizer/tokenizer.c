@@ -422,10 +422,6 @@ int pq_tok_token_id(const pq_tokenizer *tok, const char *text) {
     return id >= 0 && id < tok->vocab_size ? id : -1;
 }
 
-int pq_tok_is_special(const pq_tokenizer *tok, int id) {
-    return id >= 0 && id < tok->vocab_size && tok->added_of_id[id] >= 0 && tok->added[tok->added_of_id[id]].special;
-}
-
 const char *pq_tok_piece(const pq_tokenizer *tok, int id) {
     if (id < 0 || id >= tok->vocab_size) return NULL;
     if (tok->added_of_id[id] >= 0) return tok->added[tok->added_of_id[id]].content;

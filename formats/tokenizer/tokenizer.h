@@ -44,8 +44,6 @@ const char *pq_tok_chat_template(const pq_tokenizer *tok);
 // The id whose token is exactly `text` (an added token's content or a
 // vocabulary piece, e.g. "<|im_end|>"), -1 if there is none.
 int pq_tok_token_id(const pq_tokenizer *tok, const char *text);
-// 1 if id is an added token marked special (decode with skip_special drops it).
-int pq_tok_is_special(const pq_tokenizer *tok, int id);
 // The vocabulary string of an id (e.g. "▁Once", "<0x0A>"), NULL if out of range.
 const char *pq_tok_piece(const pq_tokenizer *tok, int id);
 
