@@ -214,7 +214,10 @@ static const char *LLAMA32_DATE =
     "        {%- set date_string = strftime_now(\"%d %b %Y\") %}\n    {%- else %}\n"
     "        {%- set date_string = \"26 Jul 2024\" %}\n    {%- endif %}\n{%- endif %}\n"
     "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n"
-    "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n{{- \"<|eot_id|>\" }}\n";
+    "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n{{- \"<|eot_id|>\" }}\n"
+    "{%- for message in messages %}\n    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+    "message['content'] | trim + '<|eot_id|>' }}\n{%- endfor %}\n{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n";
 static const char *MISTRAL =
     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + "
     "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}";
