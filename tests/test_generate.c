@@ -316,6 +316,11 @@ static void check_tokenizer_template(void) {
                        "{\"name\": \"default\", \"template\": \"D\"}]}", &tok);
     PQ_CHECK(s == PQ_OK && strcmp(pq_tok_chat_template(tok), "D") == 0, "a list of named templates: the default one");
     pq_tok_free(tok);
+    s = byte_tokenizer("{\"model_max_length\": 1000000000000000019884624838656, \"chat_template\": \"X\"}", &tok);
+    PQ_CHECK(s == PQ_OK && strcmp(pq_tok_chat_template(tok), "X") == 0,
+             "tokenizer_config.json with transformers' model_max_length 1e30 (an integer past int64) loads (%s)",
+             s ? pq_last_error() : "");
+    pq_tok_free(tok);
     s = byte_tokenizer("{}", &tok);
     PQ_CHECK(s == PQ_OK && pq_tok_chat_template(tok) == NULL, "no chat_template: NULL");
     pq_tok_free(tok);

@@ -353,7 +353,9 @@ pq_status pq_tok_load_json(const char *json, size_t len, const char *config_json
     PQ_CHECK_GOTO(!root, st, PQ_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", name, err.line, err.column,
                   err.text);
     if (config_json) {
-        cfg = json_loadb(config_json, config_len, 0, &err);
+        // integers as reals: transformers writes model_max_length = 1e30 as an
+        // integer literal, too big for jansson's integers; no integer is read here
+        cfg = json_loadb(config_json, config_len, JSON_DECODE_INT_AS_REAL, &err);
         PQ_CHECK_GOTO(!cfg, st, PQ_ERR_FORMAT, "%s: tokenizer_config.json: invalid JSON at line %d column %d: %s",
                       name, err.line, err.column, err.text);
     }
