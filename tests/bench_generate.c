@@ -15,6 +15,9 @@
 //   (F16 linears + F16 head) / (W4A16 linears as stored + F16 head)
 // and issue 8 asks for at least 80% of it.
 //   build/tests/bench_generate [layers [tokens [threads [cpu|cuda]]]]   (default 30 64 0=all cpu)
+// The same measurement on two checkpoints (e.g. SmolLM2 in F16 and what
+// `pq quantize --scheme w4a16 --group 64` made of it), the first the baseline:
+//   build/tests/bench_generate --models F16_DIR W4_DIR [tokens [threads [cpu|cuda]]]
 #include "common/sys.h"
 #include "eval/generate.h"
 #include "tests/quant_model.h"
@@ -66,17 +69,23 @@ static int lockstep(pq_engine **es, const int32_t *prompt, int tokens, pq_sample
 }
 
 int main(int argc, char **argv) {
-    int layers = argc > 1 ? atoi(argv[1]) : 30, tokens = argc > 2 ? atoi(argv[2]) : 64;
-    int threads = argc > 3 ? atoi(argv[3]) : 0;
-    pq_device dev = argc > 4 && strcmp(argv[4], "cuda") == 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+    int files = argc > 3 && strcmp(argv[1], "--models") == 0, a = files ? 3 : 0; // argv[a + 1..]: the numbers
+    int layers = !files && argc > 1 ? atoi(argv[1]) : 30, tokens = argc > a + 2 ? atoi(argv[a + 2]) : 64;
+    int threads = argc > a + 3 ? atoi(argv[a + 3]) : 0;
+    pq_device dev = argc > a + 4 && strcmp(argv[a + 4], "cuda") == 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
     pq_test_seed();
     pq_config c = pq_test_smollm2_config(layers);
     pq_model *m16, *m4;
     pq_qtensor *q = NULL;
     pq_scheme w4 = {PQ_SCHEME_W4A16, 4, 0, 64, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE};
-    if (pq_model_random(&c, PQ_DENSE_F16, 1, &m16) != PQ_OK || pq_model_random(&c, PQ_DENSE_F16, 1, &m4) != PQ_OK)
-        return fail("random model");
-    if (pq_test_quantize_model(m4, &w4, &q) != PQ_OK) return fail("RTN");
+    if (files) {
+        if (pq_model_open(argv[2], &m16) != PQ_OK || pq_model_open(argv[3], &m4) != PQ_OK) return fail("model");
+        c = m16->cfg;
+    } else {
+        if (pq_model_random(&c, PQ_DENSE_F16, 1, &m16) != PQ_OK || pq_model_random(&c, PQ_DENSE_F16, 1, &m4) != PQ_OK)
+            return fail("random model");
+        if (pq_test_quantize_model(m4, &w4, &q) != PQ_OK) return fail("RTN");
+    }
     pq_engine_params ep = pq_engine_default_params();
     ep.max_ctx = PROMPT + tokens;
     ep.device = dev;
@@ -105,23 +114,27 @@ int main(int argc, char **argv) {
     double step[2] = {median(t[0], nt[0]), median(t[1], nt[1])};
     size_t b16 = bytes_per_token(m16), b4 = bytes_per_token(m4), head = pq_linear_weight_bytes(&m16->lm_head);
     double ideal = (double)b16 / (double)b4, e2e = best[1].decode_tps / best[0].decode_tps, got = step[0] / step[1];
-    printf("model: SmolLM2-135M shapes (hidden 576, intermediate 1536, 9/3 heads of 64, vocab 49152, tied), %d layers, "
-           "random weights; prompt %d tokens, %d generated (greedy), %d rounds\n",
-           layers, PROMPT, tokens, ROUNDS);
+    if (files)
+        printf("models: %s vs %s; prompt %d tokens, %d generated (greedy), %d rounds\n", argv[2], argv[3], PROMPT,
+               tokens, ROUNDS);
+    else
+        printf("model: SmolLM2-135M shapes (hidden 576, intermediate 1536, 9/3 heads of 64, vocab 49152, tied), %d "
+               "layers, random weights; prompt %d tokens, %d generated (greedy), %d rounds\n",
+               layers, PROMPT, tokens, ROUNDS);
     printf("engine: %s\n", pq_engine_describe(e16));
     printf("%-22s %9s %12s %16s %16s %10s\n", "linears", "MB/token", "prompt t/s", "generate t/s", "median step ms",
            "GB/s");
-    const char *names[2] = {"F16", "W4A16 g64 sym (RTN)"};
+    const char *names[2] = {files ? "first (baseline)" : "F16", files ? "second" : "W4A16 g64 sym (RTN)"};
     size_t bytes[2] = {b16, b4};
     for (int k = 0; k < 2; k++)
         printf("%-22s %9.1f %12.1f %16.1f %16.2f %10.1f\n", names[k], bytes[k] / 1e6, best[k].prompt_tps,
                best[k].decode_tps, 1e3 * step[k], bytes[k] / step[k] / 1e9);
-    printf("bytes read per token (weights as stored; the tied F16 head, %.1f MB, on both sides): F16 %.1f MB, "
-           "W4A16 %.1f MB; ideal speed-up %.2fx\n", head / 1e6, b16 / 1e6, b4 / 1e6, ideal);
-    printf("decode speed-up W4A16 / F16, median steps in lockstep: %.2fx = %.0f%% of ideal (target >= 80%%)\n", got,
-           100.0 * got / ideal);
-    printf("decode speed-up W4A16 / F16, pq_generate best of %d rounds: %.2fx = %.0f%% of ideal\n", ROUNDS, e2e,
-           100.0 * e2e / ideal);
+    printf("bytes read per token (weights as stored, the head, %.1f MB, included): %.1f MB, %.1f MB; ideal "
+           "speed-up %.2fx\n", head / 1e6, b16 / 1e6, b4 / 1e6, ideal);
+    printf("decode speed-up %s / %s, median steps in lockstep: %.2fx = %.0f%% of ideal (target >= 80%%)\n", names[1],
+           names[0], got, 100.0 * got / ideal);
+    printf("decode speed-up %s / %s, pq_generate best of %d rounds: %.2fx = %.0f%% of ideal\n", names[1], names[0],
+           ROUNDS, e2e, 100.0 * e2e / ideal);
     free(t[0]);
     free(t[1]);
     pq_free(logits);
