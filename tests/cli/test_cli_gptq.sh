@@ -136,13 +136,16 @@ env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 -
 expect_fail 2 "used other inputs or flags" "--resume with another --damp" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --damp 0.02 --resume
 leftover=$(ls -d "$o".pq-tmp-* 2>/dev/null)
-flock "$leftover/pq.lock" sleep 3 &
+# the lock is held from when the holder says so until it is told to let go (no timing)
+mkfifo "$TMP/locked" "$TMP/unlock"
+flock "$leftover/pq.lock" sh -c 'echo >"$1"; read -r x <"$2"' _ "$TMP/locked" "$TMP/unlock" &
 lockpid=$!
-sleep 0.3
+read -r x <"$TMP/locked"
 expect_fail 2 "another pq quantize is writing it" "--resume while another process holds the lock" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --resume
 expect_fail 2 "another pq quantize is writing it" "--force while another process holds the lock" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --force
+echo >"$TMP/unlock"
 wait $lockpid
 [ "$leftover" = "$(ls -d "$o".pq-tmp-* 2>/dev/null)" ] && [ -f "$leftover/pq-journal.json" ] &&
     ok "refused resumes left the interrupted run as it was" || fail "the leftover changed: $(ls -la "$o".pq-tmp-* 2>&1)"
