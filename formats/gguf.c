@@ -167,13 +167,15 @@ static pq_status count_strings(cursor c, uint64_t n_kv, size_t *n_strs, size_t *
         pq_gguf_str key;
         uint32_t type, elem;
         uint64_t n = 1;
+        char what[240];
         PQ_TRY(rd_str(&c, "a metadata key", &key));
         *key_bytes += key.len + 1;
-        PQ_TRY(rd_u32(&c, "a value type", &type));
+        snprintf(what, sizeof what, "key '%.*s'", (int)(key.len > 200 ? 200 : key.len), key.p);
+        PQ_TRY(rd_u32(&c, what, &type));
         elem = type;
         if (type == PQ_GGUF_ARRAY) {
-            PQ_TRY(rd_u32(&c, "an array element type", &elem));
-            PQ_TRY(rd_u64(&c, "an array length", &n));
+            PQ_TRY(rd_u32(&c, what, &elem));
+            PQ_TRY(rd_u64(&c, what, &n));
         }
         if (elem >= PQ_GGUF_NTYPES || elem == PQ_GGUF_ARRAY) return PQ_OK; // rd_kv reports it
         if (elem != PQ_GGUF_STRING) {
@@ -185,7 +187,7 @@ static pq_status count_strings(cursor c, uint64_t n_kv, size_t *n_strs, size_t *
         if (n > left(&c) / 8) return PQ_OK;
         for (uint64_t k = 0; k < n; k++) {
             pq_gguf_str s;
-            PQ_TRY(rd_str(&c, "a string value", &s));
+            PQ_TRY(rd_str(&c, what, &s));
         }
         *n_strs += (size_t)n;
     }
