@@ -16,11 +16,15 @@
 //       (TYPE f16|f32|q8_0; BROKEN count|offset|ttype|arch|pre|strlen) for
 //       tests/cli/test_cli_gguf.sh
 //   test_gguf_model --corpus DIR                      writes the fuzz seeds
+//   test_gguf_model --tokenizer-json FILE.gguf DIR    writes its tokenizer.json
+//   test_gguf_model --tok-oracle FILE.gguf DIR        pq vs the tokenizers library
+//       (tests/cli/test_gguf_smollm2_oracle.sh)
 #include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/half.h"
+#include "common/sys.h"
 #include "eval/convert.h"
 #include "eval/engine.h"
 #include "formats/config.h"
@@ -742,6 +746,99 @@ static int write_corpus(const char *dir) {
     return rc ? 1 : 0;
 }
 
+// ---- the SmolLM2 tokenizer oracle (tests/cli/test_gguf_smollm2_oracle.sh) ---------
+
+// tokenizer.json and tokenizer_config.json of a .gguf into dir.
+static int write_tokenizer_json(const char *path, const char *dir) {
+    pq_gguf *g = NULL;
+    char *t = NULL, *c = NULL, out[1024];
+    int rc = pq_gguf_open(path, &g) == PQ_OK && pq_gguf_tokenizer_json(g, &t, &c) == PQ_OK ? 0 : 1;
+    if (rc) fprintf(stderr, "test_gguf_model: %s\n", pq_last_error());
+    snprintf(out, sizeof out, "%s/tokenizer.json", dir);
+    gw_buf b = {(uint8_t *)t, t ? strlen(t) : 0, 0};
+    rc = rc || gw_save(&b, out);
+    snprintf(out, sizeof out, "%s/tokenizer_config.json", dir);
+    b = (gw_buf){(uint8_t *)c, c ? strlen(c) : 0, 0};
+    rc = rc || gw_save(&b, out);
+    free(t), free(c);
+    pq_gguf_close(g);
+    return rc;
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    *len = fread(p, 1, (size_t)n, f);
+    p[*len] = '\0';
+    fclose(f);
+    return p;
+}
+
+// pq's tokenizer read from the .gguf against the tokenizers library's ids
+// on the converted tokenizer.json: dir/wiki.{txt,ids,dec} (the whole text)
+// and dir/c4.{txt,ids,lens} (each document, separated by a blank line).
+static int tok_oracle(const char *path, const char *dir) {
+    pq_tokenizer *tok = NULL;
+    pq_status st = pq_tok_load(path, &tok);
+    PQ_CHECK(st == PQ_OK, "pq_tok_load %s (%s)", path, st == PQ_OK ? "" : pq_last_error());
+    if (st != PQ_OK) return pq_test_done();
+    char f[1024];
+    size_t tl = 0, il = 0, dl = 0, ll = 0;
+    snprintf(f, sizeof f, "%s/wiki.txt", dir);
+    char *text = read_all(f, &tl);
+    snprintf(f, sizeof f, "%s/wiki.ids", dir);
+    char *want = read_all(f, &il);
+    snprintf(f, sizeof f, "%s/wiki.dec", dir);
+    char *dec = read_all(f, &dl);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    double t0 = pq_now();
+    int same = text && want && dec && pq_tok_encode(tok, text, tl, 1, &ids, &n) == PQ_OK && n * 4 == il &&
+               memcmp(ids, want, il) == 0;
+    double secs = pq_now() - t0;
+    size_t first = 0;
+    while (!same && ids && first < n && first * 4 < il && ids[first] == ((int32_t *)want)[first]) first++;
+    PQ_CHECK(same, "wiki.test.raw: %zu ids from the .gguf equal the tokenizers library's on the converted "
+             "tokenizer.json (%zu bytes, pq %.1f s; first difference at %zu)", n, tl, secs, same ? n : first);
+    char *back = NULL;
+    size_t bl = 0;
+    PQ_CHECK(same && pq_tok_decode(tok, ids, n, 0, &back, &bl) == PQ_OK && bl == dl && memcmp(back, dec, dl) == 0,
+             "wiki.test.raw: pq's decoding of the ids equals the library's");
+    free(back), free(ids), free(text), free(want), free(dec);
+    snprintf(f, sizeof f, "%s/c4.txt", dir);
+    text = read_all(f, &tl);
+    snprintf(f, sizeof f, "%s/c4.ids", dir);
+    want = read_all(f, &il);
+    snprintf(f, sizeof f, "%s/c4.lens", dir);
+    char *lens = read_all(f, &ll);
+    size_t docs = 0, off = 0, total = 0, bad_doc = (size_t)-1;
+    for (const char *p = text, *end = text ? text + tl : NULL; text && want && lens && p <= end; docs++) {
+        const char *sep = strstr(p, "\n\n");
+        size_t len = sep ? (size_t)(sep - p) : (size_t)(end - p);
+        int32_t k = docs * 4 < ll ? ((int32_t *)lens)[docs] : -1;
+        ids = NULL;
+        int ok = k >= 0 && pq_tok_encode(tok, p, len, 1, &ids, &n) == PQ_OK && n == (size_t)k &&
+                 (off + n) * 4 <= il && memcmp(ids, (int32_t *)want + off, n * 4) == 0;
+        free(ids);
+        if (!ok && bad_doc == (size_t)-1) bad_doc = docs;
+        off += k > 0 ? (size_t)k : 0;
+        total += n;
+        if (!sep) break;
+        p = sep + 2;
+    }
+    docs++;
+    PQ_CHECK(bad_doc == (size_t)-1 && docs * 4 == ll && off * 4 == il,
+             "c4_validation_2k.txt: %zu documents, %zu ids, each document's ids equal the library's (first differing "
+             "document: %lld)", docs, total, bad_doc == (size_t)-1 ? -1LL : (long long)bad_doc);
+    free(text), free(want), free(lens);
+    pq_tok_free(tok);
+    return pq_test_done();
+}
+
 static void rm_tree(const char *dir) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -759,6 +856,8 @@ int main(int argc, char **argv) {
         free(f.p);
         return rc;
     }
+    if (argc == 4 && strcmp(argv[1], "--tokenizer-json") == 0) return write_tokenizer_json(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "--tok-oracle") == 0) return tok_oracle(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--corpus") == 0) {
         pq_test_rng_state = 20240601; // the same seeds every time
         return write_corpus(argv[2]);
