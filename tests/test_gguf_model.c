@@ -19,6 +19,8 @@
 //   test_gguf_model --tokenizer-json FILE.gguf DIR    writes its tokenizer.json
 //   test_gguf_model --tok-oracle FILE.gguf DIR        pq vs the tokenizers library
 //       (tests/cli/test_gguf_smollm2_oracle.sh)
+//   test_gguf_model --logits-oracle FILE.gguf CONVERTED DIR   pq vs transformers
+//       (tests/oracles/test_smollm2_transformers.sh)
 #include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -839,6 +841,52 @@ static int tok_oracle(const char *path, const char *dir) {
     return pq_test_done();
 }
 
+// ---- the transformers oracle (tests/oracles/test_smollm2_transformers.sh) ---------
+
+// Logits of tokens[0..T) through model path (CPU, all threads) into a new array.
+static float *model_logits(const char *path, const int32_t *tok, int T, int *vocab) {
+    pq_model *m = NULL;
+    pq_engine *e = NULL;
+    pq_engine_params p = pq_engine_default_params();
+    p.device = PQ_DEVICE_CPU;
+    p.max_ctx = T;
+    float *out = NULL;
+    if (pq_model_open(path, &m) == PQ_OK && pq_engine_create(m, &p, &e) == PQ_OK) {
+        *vocab = m->cfg.vocab;
+        out = malloc(sizeof(float) * (size_t)T * (size_t)*vocab);
+        if (pq_engine_forward(e, tok, T, 0) != PQ_OK || pq_engine_logits(e, 0, T, out) != PQ_OK) free(out), out = NULL;
+    }
+    if (!out) printf("# %s: %s\n", path, pq_last_error());
+    pq_engine_free(e);
+    pq_model_free(m);
+    return out;
+}
+
+// dir/window.ids (int32) and dir/window.logits (f32 [T][vocab], transformers
+// float32 on the converted checkpoint) against pq on the .gguf and on the
+// converted checkpoint.
+static int logits_oracle(const char *gguf, const char *converted, const char *dir) {
+    char f[1024];
+    size_t il = 0, ll = 0;
+    snprintf(f, sizeof f, "%s/window.ids", dir);
+    int32_t *tok = (int32_t *)read_all(f, &il);
+    snprintf(f, sizeof f, "%s/window.logits", dir);
+    float *want = (float *)read_all(f, &ll);
+    int T = (int)(il / 4), va = 0, vb = 0;
+    float *a = tok ? model_logits(gguf, tok, T, &va) : NULL, *b = tok ? model_logits(converted, tok, T, &vb) : NULL;
+    size_t n = (size_t)T * (size_t)va;
+    int ok = a && b && want && va == vb && ll == n * 4;
+    double rel = ok ? pq_rel_l2(a, want, n) : -1;
+    // fp32 throughout on both sides; the difference is summation order over
+    // K <= 1536 terms per dot product and 30 layers: ~1e-6 relative
+    PQ_CHECK(ok && rel <= 1e-4, "pq's logits of a %d-token wiki.test.raw window on the .gguf vs transformers float32 "
+             "on the converted checkpoint: relative L2 %.3g (<= 1e-4)", T, rel);
+    PQ_CHECK(ok && memcmp(a, b, n * 4) == 0, "pq's logits on the .gguf and on the converted F32 checkpoint are "
+             "bit-identical (%d x %d)", T, va);
+    free(a), free(b), free(tok), free(want);
+    return pq_test_done();
+}
+
 static void rm_tree(const char *dir) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -858,6 +906,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 4 && strcmp(argv[1], "--tokenizer-json") == 0) return write_tokenizer_json(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "--tok-oracle") == 0) return tok_oracle(argv[2], argv[3]);
+    if (argc == 5 && strcmp(argv[1], "--logits-oracle") == 0) return logits_oracle(argv[2], argv[3], argv[4]);
     if (argc == 3 && strcmp(argv[1], "--corpus") == 0) {
         pq_test_rng_state = 20240601; // the same seeds every time
         return write_corpus(argv[2]);
