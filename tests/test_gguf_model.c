@@ -748,6 +748,37 @@ static int write_corpus(const char *dir) {
     return rc ? 1 : 0;
 }
 
+// pq convert refuses a non-finite value by tensor name: a NaN as stored,
+// and a finite F32 value that overflows F16 with --dtype f16.
+static void check_convert_nonfinite(void) {
+    static const struct { float v; const char *dtype, *want; } C[] = {
+        {NAN, NULL, "tensor 'model.layers.0.self_attn.v_proj.weight' element 5 is not finite"},
+        {1e6f, "f16", "tensor 'model.layers.0.self_attn.v_proj.weight' element 5 is not finite in F16"},
+    };
+    for (int i = 0; i < 2; i++) {
+        gw_buf f = tiny_model("llama", "llama", "default", PQ_GGML_F32, FX_OK);
+        pq_gguf *g = NULL;
+        if (pq_gguf_open_buffer(f.p, f.n, "x", &g) == PQ_OK) {
+            const pq_gguf_tensor *t = pq_gguf_tensor_find(g, "blk.0.attn_v.weight");
+            memcpy(f.p + ((const uint8_t *)t->data - f.p) + 5 * 4, &C[i].v, 4);
+        }
+        pq_gguf_close(g);
+        char out[300];
+        snprintf(out, sizeof out, "%s/nonfinite", TMP);
+        pq_convert_params p = pq_convert_default_params();
+        p.gguf = save("nonfinite.gguf", &f);
+        p.out = out;
+        p.dtype = C[i].dtype;
+        pq_convert_result r;
+        pq_status s = pq_convert_gguf(&p, NULL, NULL, &r);
+        struct stat sb;
+        PQ_CHECK(s == PQ_ERR_NUMERIC && strstr(pq_last_error(), C[i].want) && stat(out, &sb) != 0,
+                 "convert%s%s of a weight holding %g: refused, nothing written (%s)", C[i].dtype ? " --dtype " : "",
+                 C[i].dtype ? C[i].dtype : "", (double)C[i].v, s == PQ_OK ? "accepted" : pq_last_error());
+        free(f.p);
+    }
+}
+
 // ---- the SmolLM2 tokenizer oracle (tests/cli/test_gguf_smollm2_oracle.sh) ---------
 
 // tokenizer.json and tokenizer_config.json of a .gguf into dir.
@@ -930,6 +961,7 @@ int main(int argc, char **argv) {
     check_qwen2(fixture, fixture_gguf(fixture, "qwen2.gguf", "f16", FX_QWEN2));
     check_broken(fixture);
     check_convert(fixture, f16);
+    check_convert_nonfinite();
     rm_tree(TMP);
     return pq_test_done();
 }
