@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "formats/gguf_hf.h"
-#include "kernels/ggml_blocks.h"
 
 #define KEY_CAP 160
 
@@ -88,20 +87,6 @@ static pq_status refuse_unsupported(const pq_gguf *g, const char *arch) {
     return PQ_OK;
 }
 
-// The dtype of the Hugging Face tensors of 2-D weights: float16 / bfloat16
-// when all are stored so, float32 otherwise (dequantized block types, F32).
-static const char *torch_dtype(const pq_gguf *g) {
-    int f16 = 0, bf16 = 0, other = 0;
-    for (int i = 0; i < pq_gguf_tensor_count(g); i++) {
-        const pq_gguf_tensor *t = pq_gguf_tensor_at(g, i);
-        if (t->n_dims < 2) continue;
-        f16 += t->type == PQ_GGML_F16;
-        bf16 += t->type == PQ_GGML_BF16;
-        other += t->type != PQ_GGML_F16 && t->type != PQ_GGML_BF16;
-    }
-    return other || (f16 && bf16) ? "float32" : bf16 ? "bfloat16" : "float16";
-}
-
 static pq_status token_id(const pq_gguf *g, const char *key, int64_t vocab, json_int_t *out) {
     *out = -1;
     if (!pq_gguf_find(g, key)) return PQ_OK;
@@ -168,7 +153,8 @@ static pq_status build(const pq_gguf *g, const arch_entry *a, json_t *cfg, json_
     else json_object_set_new(cfg, "use_sliding_window", json_false());
     json_object_set_new(cfg, "mlp_bias", json_false());
     json_object_set_new(cfg, "hidden_act", json_string("silu"));
-    json_object_set_new(cfg, "torch_dtype", json_string(torch_dtype(g)));
+    pq_dtype mdt = pq_gguf_matrix_dtype(g);
+    json_object_set_new(cfg, "torch_dtype", json_string(mdt == PQ_DT_F16 ? "float16" : mdt == PQ_DT_BF16 ? "bfloat16" : "float32"));
     json_object_set_new(cfg, "use_cache", json_true());
     if (bos >= 0) json_object_set_new(cfg, "bos_token_id", json_integer(bos)), json_object_set_new(gen, "bos_token_id", json_integer(bos));
     if (eos >= 0) json_object_set_new(cfg, "eos_token_id", json_integer(eos)), json_object_set_new(gen, "eos_token_id", json_integer(eos));

@@ -83,9 +83,25 @@ static pq_status own(pq_gguf_hf *hf, size_t bytes, void **out) {
 // j * hd/2 + i.
 static int64_t hf_row(int64_t k, int64_t hd) { return (k % 2) * (hd / 2) + k / 2; }
 
+static int stored_dtype(uint32_t type) {
+    return type == PQ_GGML_F16 ? PQ_DT_F16 : type == PQ_GGML_BF16 ? PQ_DT_BF16 : type == PQ_GGML_F32 ? PQ_DT_F32 : -1;
+}
+
+pq_dtype pq_gguf_matrix_dtype(const pq_gguf *g) {
+    int f16 = 0, bf16 = 0, other = 0;
+    for (int i = 0; i < pq_gguf_tensor_count(g); i++) {
+        const pq_gguf_tensor *t = pq_gguf_tensor_at(g, i);
+        if (t->n_dims < 2) continue;
+        f16 += t->type == PQ_GGML_F16;
+        bf16 += t->type == PQ_GGML_BF16;
+        other += t->type != PQ_GGML_F16 && t->type != PQ_GGML_BF16;
+    }
+    return other || (f16 && bf16) ? PQ_DT_F32 : bf16 ? PQ_DT_BF16 : PQ_DT_F16;
+}
+
 // One tensor of the view: its Hugging Face name, shape, dtype and data.
-static pq_status map_tensor(pq_gguf_hf *hf, const pq_config *cfg, const pq_gguf_tensor *gt, pq_tensor *t,
-                            char *name_buf, size_t cap) {
+static pq_status map_tensor(pq_gguf_hf *hf, const pq_config *cfg, pq_dtype matrix_dt, const pq_gguf_tensor *gt,
+                            pq_tensor *t, char *name_buf, size_t cap) {
     const char *file = pq_gguf_path(hf->gguf);
     int permute;
     PQ_TRY(hf_name(file, gt->name, cfg->n_layers, name_buf, cap, &permute));
@@ -95,10 +111,11 @@ static pq_status map_tensor(pq_gguf_hf *hf, const pq_config *cfg, const pq_gguf_
                file, gt->name, ti->name);
     *t = (pq_tensor){.name = name_buf, .ndim = gt->n_dims, .numel = gt->numel};
     for (int d = 0; d < gt->n_dims; d++) t->shape[d] = gt->ne[gt->n_dims - 1 - d];
-    t->dtype = gt->type == PQ_GGML_F16 ? PQ_DT_F16 : gt->type == PQ_GGML_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
+    int stored = stored_dtype(gt->type);
+    t->dtype = gt->n_dims >= 2 ? matrix_dt : stored >= 0 ? (pq_dtype)stored : PQ_DT_F32;
     t->nbytes = (size_t)gt->numel * pq_dtype_size(t->dtype);
-    int dense = gt->type == PQ_GGML_F32 || gt->type == PQ_GGML_F16 || gt->type == PQ_GGML_BF16;
-    if (dense && !permute) {
+    int as_stored = (int)t->dtype == stored;
+    if (as_stored && !permute) {
         t->data = gt->data;
         return PQ_OK;
     }
@@ -108,8 +125,8 @@ static pq_status map_tensor(pq_gguf_hf *hf, const pq_config *cfg, const pq_gguf_
                (long long)heads, (long long)hd);
     void *out = NULL, *tmp = NULL;
     PQ_TRY(own(hf, t->nbytes, &out));
-    if (dense) memcpy(out, gt->data, t->nbytes);
-    else pq_ggml_dequant_ref((pq_ggml_type)gt->type, gt->data, out, gt->numel); // rows are whole blocks
+    if (as_stored) memcpy(out, gt->data, t->nbytes);
+    else pq_ggml_dequant_ref((pq_ggml_type)gt->type, gt->data, out, gt->numel); // exact; rows are whole blocks
     size_t row_bytes = t->nbytes / (size_t)rows;
     if (permute) {
         tmp = malloc((size_t)hd * row_bytes);
@@ -138,7 +155,9 @@ static pq_status build(pq_gguf_hf *hf) {
     char(*names)[256] = calloc((size_t)n + 1, sizeof *names);
     pq_status s = PQ_OK;
     PQ_CHECK_GOTO(!t || !names, s, PQ_ERR_NOMEM, "%s: out of memory", file);
-    for (int i = 0; i < n; i++) PQ_TRY_GOTO(s, map_tensor(hf, &cfg, pq_gguf_tensor_at(g, i), &t[i], names[i], sizeof names[i]));
+    pq_dtype mdt = pq_gguf_matrix_dtype(g);
+    for (int i = 0; i < n; i++)
+        PQ_TRY_GOTO(s, map_tensor(hf, &cfg, mdt, pq_gguf_tensor_at(g, i), &t[i], names[i], sizeof names[i]));
     s = pq_st_open_view(file, pq_gguf_file_bytes(g), t, n, &hf->st);
 done:
     free(t);

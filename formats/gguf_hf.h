@@ -18,8 +18,10 @@
 // (formats/gguf_tok.c). Tied embeddings when there is no output.weight.
 //
 // Tensors: F32, F16 and BF16 stay as stored and are not copied (they point
-// into the mapped file), except llama's attn_q / attn_k (weights and
-// biases): llama.cpp's converter permutes their rows per head for its rope
+// into the mapped file), except that the 2-D tensors of one model share a
+// dtype, as a Hugging Face checkpoint's do (pq_gguf_matrix_dtype: a few F16
+// matrices next to block types are widened to F32), and llama's attn_q /
+// attn_k (weights and biases): llama.cpp's converter permutes their rows per head for its rope
 // (rows reshaped (heads, 2, head_dim/2) and the two inner axes swapped);
 // the view undoes that in a copy so the engine's Hugging Face rotate_half
 // convention holds. Qwen2 files are not permuted (llama.cpp runs them with
@@ -42,6 +44,10 @@ pq_status pq_gguf_config_json(const pq_gguf *g, char **config, char **generation
 // tokenizer.json and tokenizer_config.json text (malloc'd, NUL-terminated)
 // from tokenizer.ggml.* (formats/gguf_tok.c describes the mapping).
 pq_status pq_gguf_tokenizer_json(const pq_gguf *g, char **tokenizer, char **tokenizer_config);
+
+// The dtype of the view's 2-D tensors (and config.json's torch_dtype): F16
+// or BF16 when all of them are stored so, F32 otherwise.
+pq_dtype pq_gguf_matrix_dtype(const pq_gguf *g);
 
 typedef struct pq_gguf_hf pq_gguf_hf;
 

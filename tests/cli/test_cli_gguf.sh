@@ -52,6 +52,10 @@ $PQ quantize "$TMP/fx.gguf" -o "$TMP/w4" --scheme w4a16 --group 32 >/dev/null 2>
     $PQ ppl "$TMP/w4" --text "$TEXT" --bos --ctx 256 --max-windows 4 >/dev/null 2>&1 &&
     ok "pq quantize FILE.gguf writes a checkpoint that pq ppl reads" || fail "pq quantize of a GGUF"
 
+$PQ quantize "$TMP/q8.gguf" -o "$TMP/awq" --method awq --calib "$SHARED/data/c4_validation_2k.txt" --nsamples 4 \
+    --seqlen 64 >/dev/null 2>"$TMP/err" && ok "pq quantize --method awq from a Q8_0 GGUF with a matrix kept in F16" ||
+    fail "awq from a Q8_0 GGUF: $(tail -1 "$TMP/err")"
+
 # bad files: one line naming the file, exit 1, no crash
 head -c 300000 "$TMP/fx.gguf" >"$TMP/trunc.gguf"
 expect_fail 1 "$TMP/trunc.gguf: tensor 'blk." "a truncated GGUF" -- $PQ ppl "$TMP/trunc.gguf" --text "$TEXT"
