@@ -36,7 +36,8 @@ struct pq_gguf {
     int n_t;
     const pq_gguf_tensor **t_by_name; // sorted by name
     pq_gguf_str *strs;  // every string value, all kvs together
-    char *names;        // NUL-terminated keys and tensor names
+    char *keys, *names; // NUL-terminated keys, tensor names
+    size_t keys_cap, names_cap;
 };
 
 static const char *const VTYPE_NAMES[PQ_GGUF_NTYPES] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
@@ -110,17 +111,19 @@ static pq_status rd_vtype(cursor *c, const char *key, const char *what, pq_gguf_
     return PQ_OK;
 }
 
-// Copies s into the names arena at *used (the arena was sized for every
-// string the header can hold); refuses NUL bytes and empty or long names.
-static pq_status copy_name(const cursor *c, pq_gguf *g, size_t *used, pq_gguf_str s, size_t max, const char *what,
-                           const char **out) {
+// Copies s into arena (of cap bytes) at *used; refuses NUL bytes and empty
+// or long names. The arenas are sized by a counting pass that walks the
+// header as the reading pass does, so they cannot overflow.
+static pq_status copy_name(const cursor *c, char *arena, size_t cap, size_t *used, pq_gguf_str s, size_t max,
+                           const char *what, const char **out) {
     PQ_FAIL_IF(s.len == 0, PQ_ERR_FORMAT, "%s: an empty %s at offset %zu", c->file, what,
                (size_t)((const uint8_t *)s.p - c->base));
     PQ_FAIL_IF(s.len > max, PQ_ERR_FORMAT, "%s: a %s of %zu bytes (more than %zu) at offset %zu", c->file, what, s.len,
                max, (size_t)((const uint8_t *)s.p - c->base));
     PQ_FAIL_IF(memchr(s.p, 0, s.len), PQ_ERR_FORMAT, "%s: %s '%.*s' contains a NUL byte", c->file, what,
                (int)strnlen(s.p, s.len), s.p);
-    char *dst = g->names + *used;
+    PQ_ASSERT(*used + s.len + 1 <= cap);
+    char *dst = arena + *used;
     memcpy(dst, s.p, s.len);
     dst[s.len] = '\0';
     *used += s.len + 1;
@@ -129,11 +132,11 @@ static pq_status copy_name(const cursor *c, pq_gguf *g, size_t *used, pq_gguf_st
 }
 
 // One key/value pair. The strings of the whole header are counted before
-// any is stored (count_strings), so strs and names have room.
-static pq_status rd_kv(cursor *c, pq_gguf *g, pq_gguf_kv *kv, size_t *n_strs, size_t *names_used) {
+// any is stored (count_strings), so strs and keys have room.
+static pq_status rd_kv(cursor *c, pq_gguf *g, pq_gguf_kv *kv, size_t *n_strs, size_t *keys_used) {
     pq_gguf_str key;
     PQ_TRY(rd_str(c, "a metadata key", &key));
-    PQ_TRY(copy_name(c, g, names_used, key, MAX_KEY_BYTES, "metadata key", &kv->key));
+    PQ_TRY(copy_name(c, g->keys, g->keys_cap, keys_used, key, MAX_KEY_BYTES, "metadata key", &kv->key));
     PQ_TRY(rd_vtype(c, kv->key, "value", &kv->type));
     kv->elem = kv->type;
     kv->n = 1;
@@ -196,11 +199,27 @@ static pq_status count_strings(cursor c, uint64_t n_kv, size_t *n_strs, size_t *
 
 // ---- tensors -------------------------------------------------------------------
 
+// The bytes the tensor names take (with their NULs), by a walk that stops
+// where rd_tensor will report an error.
+static size_t count_names(cursor c, uint64_t n_t) {
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < n_t; i++) {
+        pq_gguf_str name;
+        uint32_t nd;
+        if (rd_str(&c, "a tensor name", &name) != PQ_OK) break;
+        bytes += name.len + 1;
+        if (rd_u32(&c, "n_dims", &nd) != PQ_OK || nd < 1 || nd > PQ_GGUF_MAX_DIMS) break;
+        if (need(&c, 8ull * nd + 12, "a tensor info") != PQ_OK) break;
+        c.p += 8ull * nd + 12;
+    }
+    return bytes;
+}
+
 static pq_status rd_tensor(cursor *c, pq_gguf *g, pq_gguf_tensor *t, size_t *names_used) {
     pq_gguf_str name;
     uint32_t nd;
     PQ_TRY(rd_str(c, "a tensor name", &name));
-    PQ_TRY(copy_name(c, g, names_used, name, MAX_NAME_BYTES, "tensor name", &t->name));
+    PQ_TRY(copy_name(c, g->names, g->names_cap, names_used, name, MAX_NAME_BYTES, "tensor name", &t->name));
     PQ_TRY(rd_u32(c, t->name, &nd));
     PQ_FAIL_IF(nd < 1 || nd > PQ_GGUF_MAX_DIMS, PQ_ERR_FORMAT, "%s: tensor '%.200s' has %u dimensions (1 to %d allowed)",
                c->file, t->name, nd, PQ_GGUF_MAX_DIMS);
@@ -315,17 +334,17 @@ static pq_status parse(pq_gguf *g) {
                "%s: %llu tensor infos cannot fit in the %zu bytes left", g->path, (unsigned long long)n_t, left(&c));
     size_t n_strs, key_bytes;
     PQ_TRY(count_strings(c, n_kv, &n_strs, &key_bytes));
-    // every tensor name is a string of the header too: bounded by what is left
-    g->names = malloc(key_bytes + left(&c) + 1);
+    g->keys_cap = key_bytes + 1;
+    g->keys = malloc(g->keys_cap);
     g->strs = malloc((n_strs + 1) * sizeof *g->strs);
     g->kv = calloc((size_t)n_kv + 1, sizeof *g->kv);
     g->t = calloc((size_t)n_t + 1, sizeof *g->t);
-    PQ_FAIL_IF(!g->names || !g->strs || !g->kv || !g->t, PQ_ERR_NOMEM, "%s: out of memory for its header", g->path);
-    size_t strs_used = 0, names_used = 0;
+    PQ_FAIL_IF(!g->keys || !g->strs || !g->kv || !g->t, PQ_ERR_NOMEM, "%s: out of memory for its header", g->path);
+    size_t strs_used = 0, keys_used = 0, names_used = 0;
     g->alignment = DEFAULT_ALIGNMENT;
     for (g->n_kv = 0; g->n_kv < (int)n_kv; g->n_kv++) {
         pq_gguf_kv *kv = &g->kv[g->n_kv];
-        PQ_TRY(rd_kv(&c, g, kv, &strs_used, &names_used));
+        PQ_TRY(rd_kv(&c, g, kv, &strs_used, &keys_used));
         if (strcmp(kv->key, "general.alignment") != 0) continue;
         PQ_FAIL_IF(kv->type != PQ_GGUF_U32, PQ_ERR_FORMAT, "%s: general.alignment is a %s, not a u32", g->path,
                    VTYPE_NAMES[kv->type]);
@@ -333,6 +352,9 @@ static pq_status parse(pq_gguf *g) {
         PQ_FAIL_IF(g->alignment == 0 || (g->alignment & (g->alignment - 1)), PQ_ERR_FORMAT,
                    "%s: general.alignment %u is not a power of two", g->path, g->alignment);
     }
+    g->names_cap = count_names(c, n_t) + 1;
+    g->names = malloc(g->names_cap);
+    PQ_FAIL_IF(!g->names, PQ_ERR_NOMEM, "%s: out of memory for its tensor names", g->path);
     for (g->n_t = 0; g->n_t < (int)n_t; g->n_t++) PQ_TRY(rd_tensor(&c, g, &g->t[g->n_t], &names_used));
     size_t end = (size_t)(c.p - g->base), pad = (g->alignment - end % g->alignment) % g->alignment;
     PQ_TRY(index_all(g));
@@ -360,6 +382,7 @@ void pq_gguf_close(pq_gguf *g) {
     free(g->t);
     free(g->t_by_name);
     free(g->strs);
+    free(g->keys);
     free(g->names);
     free(g->path);
     free(g);

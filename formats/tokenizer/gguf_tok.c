@@ -217,7 +217,7 @@ static pq_status spm_merges(const tok_src *s, json_t *out) {
         PQ_TRY_GOTO(st, grow(&m, &cap, n + nl, s->file));
         for (size_t k = 0; k < nl; k++) local[k].seq = (uint32_t)n, m[n++] = local[k];
     }
-    qsort(m, n, sizeof *m, cmp_merge);
+    if (n) qsort(m, n, sizeof *m, cmp_merge);
     for (size_t i = 0; i < n && !pairs; i++) pairs = strchr(s->text[m[i].l], ' ') || strchr(s->text[m[i].r], ' ');
     for (size_t i = 0; i < n; i++) {
         const char *l = s->text[m[i].l], *r = s->text[m[i].r];
