@@ -15,7 +15,7 @@
 // .feed_forward_length, .attention.head_count, .attention.head_count_kv,
 // .attention.key_length / .value_length, .attention.layer_norm_rms_epsilon,
 // .rope.freq_base, .rope.dimension_count, .vocab_size; tokenizer.ggml.*
-// (formats/gguf_tok.c). Tied embeddings when there is no output.weight.
+// (formats/tokenizer/gguf_tok.c). Tied embeddings when there is no output.weight.
 //
 // Tensors: F32, F16 and BF16 stay as stored and are not copied (they point
 // into the mapped file), except that the 2-D tensors of one model share a
@@ -42,7 +42,7 @@
 pq_status pq_gguf_config_json(const pq_gguf *g, char **config, char **generation);
 
 // tokenizer.json and tokenizer_config.json text (malloc'd, NUL-terminated)
-// from tokenizer.ggml.* (formats/gguf_tok.c describes the mapping).
+// from tokenizer.ggml.* (formats/tokenizer/gguf_tok.c describes the mapping).
 pq_status pq_gguf_tokenizer_json(const pq_gguf *g, char **tokenizer, char **tokenizer_config);
 
 // The dtype of the view's 2-D tensors (and config.json's torch_dtype): F16
