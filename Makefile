@@ -3,6 +3,7 @@
 #   make demo       install missing Debian packages (as root), build, run pq ppl on the fixture
 #   make test       unit, golden, CLI and fuzz-replay tests; ends with "N passed, N failed"
 #   make test-gpu   the same, but a missing GPU is a failure
+#   make test-oracles  pq against transformers on SmolLM2 (torch venv; minutes)
 #   make bench      benchmarks (ratios measured in one run)
 #   make fuzz       libFuzzer targets under ASan/UBSan (clang)
 
@@ -43,7 +44,7 @@ NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 endif
 
-.PHONY: all demo test test-gpu bench fuzz clean deps
+.PHONY: all demo test test-gpu test-oracles bench fuzz clean deps
 all: $(BUILD)/pq
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
@@ -94,6 +95,10 @@ test-gpu:
 	@sh tools/deps.sh
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
 	@PQ_SHARED=$(SHARED) PQ_REQUIRE_GPU=1 sh tests/run.sh
+
+test-oracles:
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_gguf_model
+	@PQ_SHARED=$(SHARED) sh tests/oracles/run.sh
 
 bench: all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; PQ_SHARED=$(SHARED) $$b || exit 1; done

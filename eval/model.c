@@ -5,6 +5,7 @@
 #include "common/half.h"
 #include "common/sys.h"
 #include "formats/fileio.h"
+#include "formats/gguf_hf.h"
 
 static const char *SLOT_NAMES[PQ_NLINEAR] = {
     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -132,14 +133,29 @@ static pq_status load_quant_info(const char *config_path, pq_packed_info *out) {
     return s;
 }
 
+// A .gguf file: its Hugging Face view (formats/gguf_hf.h) stands for the directory.
+static pq_status open_gguf(pq_model *m, const char *path) {
+    PQ_TRY(pq_gguf_hf_open(path, &m->gguf));
+    const char *cfg = pq_gguf_hf_file(m->gguf, "config.json");
+    PQ_TRY(pq_config_parse(cfg, strlen(cfg), path, &m->cfg));
+    m->st = pq_gguf_hf_st(m->gguf);
+    return load_all(m);
+}
+
 pq_status pq_model_open(const char *dir, pq_model **out) {
     *out = NULL;
-    PQ_FAIL_IF(!pq_dir_exists(dir), PQ_ERR_IO, "%s: no such model directory", dir);
+    int gguf = pq_gguf_is_file(dir);
+    PQ_FAIL_IF(!gguf && !pq_dir_exists(dir), PQ_ERR_IO, "%s: no such model directory or GGUF file", dir);
     pq_model *m = calloc(1, sizeof *m);
     PQ_FAIL_IF(!m, PQ_ERR_NOMEM, "out of memory");
     snprintf(m->dir, sizeof m->dir, "%s", dir);
     char path[1100];
     pq_status s;
+    if (gguf) {
+        PQ_TRY_GOTO(s, open_gguf(m, dir));
+        *out = m;
+        return PQ_OK;
+    }
     PQ_TRY_GOTO(s, pq_path_join(path, sizeof path, dir, "config.json"));
     PQ_CHECK_GOTO(!pq_file_exists(path), s, PQ_ERR_IO, "%s: no config.json", dir);
     PQ_TRY_GOTO(s, pq_config_load(path, &m->cfg));
@@ -168,6 +184,7 @@ void pq_model_free(pq_model *m) {
     free(m->owned);
     pq_packed_info_free(&m->quant);
     pq_free(m->final_norm);
-    pq_st_close(m->st);
+    if (m->gguf) pq_gguf_hf_free(m->gguf); // owns m->st
+    else pq_st_close(m->st);
     free(m);
 }

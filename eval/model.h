@@ -3,6 +3,10 @@
 // with every tensor the architecture needs located, shape-checked against the
 // config and wrapped as a pq_linear.
 //
+// A GGUF file (llama.cpp's format) opens wherever a directory does: its
+// Hugging Face view (formats/gguf_hf.h) supplies config.json and the
+// tensors (block types dequantized to F32 in memory).
+//
 // A compressed-tensors checkpoint (what `pq quantize` writes; config.json
 // has a quantization_config, formats/packed.h) opens the same way: its
 // quantized linears become PQ_W_QPACK / PQ_W_INT8 / PQ_W_FP8 pq_linear's
@@ -12,6 +16,7 @@
 #define PQ_MODEL_H
 
 #include "formats/config.h"
+#include "formats/gguf_hf.h"
 #include "formats/packed.h"
 #include "formats/safetensors.h"
 #include "kernels/linear.h"
@@ -31,7 +36,8 @@ typedef struct {
 typedef struct {
     char dir[1024];
     pq_config cfg;
-    pq_st *st;
+    pq_st *st;                   // owned, or the GGUF view's
+    pq_gguf_hf *gguf;            // a .gguf model: its Hugging Face view (else NULL)
     pq_linear embed;             // [vocab][hidden]; a token's row is its embedding
     pq_linear lm_head;           // the embedding itself when tied
     float *final_norm;           // [hidden] (owned)
@@ -43,7 +49,8 @@ typedef struct {
     int n_owned, cap_owned;
 } pq_model;
 
-// Opens a model directory. Missing config.json/weights, an unsupported
+// Opens a model directory or a .gguf file (a regular file starting with
+// "GGUF"). Missing config.json/weights, an unsupported
 // architecture, a missing tensor or one whose dtype/shape disagrees with the
 // config (or, packed, with its quantization_config) all fail with one line
 // naming the file and tensor.

@@ -72,6 +72,7 @@ struct pq_st {
     int count;
     const pq_tensor **by_name; // sorted by strcmp, for lookups
     json_t *meta;              // the first file's __metadata__, or NULL
+    char *view_names;          // pq_st_open_view: the tensor names
 };
 
 // "[2,3,4]" into buf
@@ -427,6 +428,44 @@ done:
     return s;
 }
 
+pq_status pq_st_open_view(const char *source, uint64_t source_bytes, const pq_tensor *tensors, int n, pq_st **out) {
+    PQ_FAIL_IF(!out || !source || n < 0 || (n && !tensors), PQ_ERR_ARG, "pq_st_open_view: bad arguments");
+    *out = NULL;
+    size_t name_bytes = 0;
+    for (int i = 0; i < n; i++) name_bytes += strlen(tensors[i].name) + 1;
+    pq_st *st = calloc(1, sizeof *st);
+    PQ_FAIL_IF(!st, PQ_ERR_NOMEM, "%s: out of memory", source);
+    pq_status s = PQ_OK;
+    st->path = strdup(source);
+    st->t = malloc((size_t)(n + 1) * sizeof *st->t);
+    st->view_names = malloc(name_bytes + 1);
+    st_file *f = st->path && st->t && st->view_names ? new_file(st, source) : NULL;
+    PQ_CHECK_GOTO(!f, s, PQ_ERR_NOMEM, "%s: out of memory", source);
+    f->len = (size_t)source_bytes;
+    f->disk_bytes = source_bytes;
+    char *names = st->view_names;
+    for (int i = 0; i < n; i++) {
+        pq_tensor t = tensors[i];
+        uint64_t numel = 1;
+        int ok = t.ndim >= 0 && t.ndim <= PQ_MAX_DIMS && (unsigned)t.dtype < PQ_DT_COUNT;
+        for (int d = 0; ok && d < t.ndim; d++) ok = t.shape[d] >= 0 && !__builtin_mul_overflow(numel, (uint64_t)t.shape[d], &numel);
+        ok = ok && (int64_t)numel == t.numel && t.nbytes == numel * dtypes[t.dtype].size && (t.data || !t.nbytes);
+        PQ_CHECK_GOTO(!ok, s, PQ_ERR_ARG, "%s: tensor '%.200s': inconsistent shape, dtype or size", source, t.name);
+        size_t len = strlen(t.name) + 1;
+        memcpy(names, t.name, len);
+        t.name = names;
+        names += len;
+        t.file = 0;
+        st->t[st->count++] = t;
+    }
+    PQ_TRY_GOTO(s, index_names(st));
+    *out = st;
+    return PQ_OK;
+done:
+    pq_st_close(st);
+    return s;
+}
+
 void pq_st_close(pq_st *st) {
     if (!st) return;
     for (int i = 0; i < st->nfiles; i++) {
@@ -439,6 +478,7 @@ void pq_st_close(pq_st *st) {
     free(st->files);
     free(st->t);
     free(st->by_name);
+    free(st->view_names);
     free(st->path);
     free(st);
 }

@@ -11,6 +11,7 @@
 // ranges inside the data region and not overlapping, unique names.
 //
 // A pq_st is a set of tensors opened together from
+//   - a view:              tensors in memory (pq_st_open_view)
 //   - one file:            model.safetensors (mmap'd)
 //   - one zstd file:       model.safetensors.zst (streamed into memory)
 //   - a shard index:       model.safetensors.index.json ("weight_map"; a
@@ -59,6 +60,13 @@ pq_status pq_st_open(const char *path, pq_st **out);
 // Parses a safetensors image already in memory (e.g. a fuzzer input). The
 // bytes are borrowed (must outlive the pq_st); name is used in messages.
 pq_status pq_st_open_buffer(const void *data, size_t len, const char *name, pq_st **out);
+// Tensors already in memory (formats/gguf_hf.h's view of a GGUF file), kept
+// in the given order. Names are copied; data is borrowed and must outlive
+// the pq_st. `source` is the file they were read from, of source_bytes
+// bytes: it is the pq_st's one file (its path and size), and pq_st_sha256
+// hashes it. PQ_ERR_ARG if a tensor's shape, dtype and byte count disagree,
+// PQ_ERR_FORMAT if a name appears twice.
+pq_status pq_st_open_view(const char *source, uint64_t source_bytes, const pq_tensor *tensors, int n, pq_st **out);
 void pq_st_close(pq_st *st); // NULL-safe
 
 int pq_st_count(const pq_st *st);

@@ -387,19 +387,40 @@ static pq_status set_metadata(run *r) {
     return pq_st_writer_set_metadata(r->w, "pq.source_sha256", r->sha);
 }
 
+// A .gguf source: its Hugging Face view's side files (formats/gguf_hf.h).
+static pq_status write_gguf_side_files(run *r) {
+    char dst[PATH_CAP];
+    for (int i = 1; i < PQ_GGUF_HF_NFILES; i++) { // config.json (0) is written by write_side_files
+        const char *name = pq_gguf_hf_file_names[i], *text = pq_gguf_hf_file(r->m->gguf, name);
+        if (!text) continue;
+        PQ_TRY(pq_outdir_path(&r->dir, name, dst, sizeof dst));
+        PQ_TRY(pq_file_write_atomic(dst, text, strlen(text)));
+    }
+    return PQ_OK;
+}
+
 // config.json, the tokenizer and other side files into the new directory.
 static pq_status write_side_files(run *r) {
     char src[PATH_CAP], dst[PATH_CAP], *text = NULL, *cfg = NULL;
     size_t len;
-    PQ_TRY(pq_path_join(src, sizeof src, r->p->model, "config.json"));
     PQ_TRY(pq_outdir_path(&r->dir, "config.json", dst, sizeof dst));
-    PQ_TRY(pq_file_read(src, (size_t)64 << 20, &text, &len));
+    if (r->m->gguf) {
+        const char *view = pq_gguf_hf_file(r->m->gguf, "config.json");
+        snprintf(src, sizeof src, "%s", r->p->model);
+        text = strdup(view);
+        len = strlen(view);
+        PQ_FAIL_IF(!text, PQ_ERR_NOMEM, "out of memory");
+    } else {
+        PQ_TRY(pq_path_join(src, sizeof src, r->p->model, "config.json"));
+        PQ_TRY(pq_file_read(src, (size_t)64 << 20, &text, &len));
+    }
     pq_status s = pq_packed_config_json(text, len, src, &r->scheme, r->p->quantize_head, &cfg);
     free(text);
     PQ_TRY(s);
     s = pq_file_write_atomic(dst, cfg, strlen(cfg));
     free(cfg);
     PQ_TRY(s);
+    if (r->m->gguf) return write_gguf_side_files(r);
     for (size_t i = 0; i < sizeof SIDE_FILES / sizeof SIDE_FILES[0]; i++) {
         PQ_TRY(pq_path_join(src, sizeof src, r->p->model, SIDE_FILES[i]));
         if (!pq_file_exists(src)) continue;

@@ -5,6 +5,7 @@
 #define PQ_COMMANDS_H
 
 int main_calibrate(int argc, char **argv);
+int main_convert(int argc, char **argv);
 int main_generate(int argc, char **argv);
 int main_inspect(int argc, char **argv);
 int main_ppl(int argc, char **argv);

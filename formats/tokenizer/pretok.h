@@ -41,6 +41,8 @@ typedef enum {
 
 // The pattern whose regex source is exactly regex; -1 if none.
 int pq_split_pattern_of(const char *regex);
+// The regex source of a pattern, as tokenizer.json spells it.
+const char *pq_split_pattern_regex(pq_split_pattern pat);
 
 // The length in bytes of the match of pat at the start of s[0..n) (n > 0),
 // as find_iter of Oniguruma would return it; >= 1, since every pattern

@@ -18,6 +18,10 @@ int pq_split_pattern_of(const char *regex) {
     return -1;
 }
 
+const char *pq_split_pattern_regex(pq_split_pattern pat) {
+    return pat == PQ_SPLIT_LLAMA3 ? RE_LLAMA3 : pat == PQ_SPLIT_QWEN2 ? RE_QWEN2 : RE_GPT2;
+}
+
 // ---- byte <-> unicode ------------------------------------------------------
 // Bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand for themselves; the other
 // 68 bytes, in increasing order, become U+0100, U+0101, ...

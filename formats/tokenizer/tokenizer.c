@@ -9,6 +9,7 @@
 
 #include "formats/tokenizer/bpe.h"
 #include "formats/fileio.h"
+#include "formats/gguf_hf.h"
 #include "formats/tokenizer/normalizer.h"
 #include "formats/tokenizer/pretok.h"
 #include "formats/tokenizer/tok_added.h"
@@ -389,8 +390,23 @@ done:
     return st;
 }
 
+// A .gguf file: tokenizer.json and tokenizer_config.json made from its
+// tokenizer.ggml.* metadata (formats/tokenizer/gguf_tok.c).
+static pq_status load_gguf(const char *path, pq_tokenizer **out) {
+    pq_gguf *g;
+    PQ_TRY(pq_gguf_open(path, &g));
+    char *json = NULL, *cfg = NULL;
+    pq_status st = pq_gguf_tokenizer_json(g, &json, &cfg);
+    if (st == PQ_OK) st = pq_tok_load_json(json, strlen(json), cfg, strlen(cfg), path, out);
+    free(json);
+    free(cfg);
+    pq_gguf_close(g);
+    return st;
+}
+
 pq_status pq_tok_load(const char *model_dir, pq_tokenizer **out) {
     *out = NULL;
+    if (pq_gguf_is_file(model_dir)) return load_gguf(model_dir, out);
     char tj[4096], tc[4096], jt[4096];
     PQ_TRY(pq_path_join(tj, sizeof tj, model_dir, "tokenizer.json"));
     PQ_TRY(pq_path_join(tc, sizeof tc, model_dir, "tokenizer_config.json"));

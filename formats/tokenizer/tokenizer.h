@@ -23,8 +23,10 @@
 typedef struct pq_tokenizer pq_tokenizer;
 
 // Loads <dir>/tokenizer.json and, when present, <dir>/tokenizer_config.json
-// (and <dir>/chat_template.jinja when the config holds no chat_template).
-// Unsupported models, normalizers or pre-tokenizers are refused by name.
+// (and <dir>/chat_template.jinja when the config holds no chat_template);
+// given a .gguf file instead of a directory, the tokenizer its
+// tokenizer.ggml.* metadata describes (formats/gguf_hf.h). Unsupported
+// models, normalizers or pre-tokenizers are refused by name.
 pq_status pq_tok_load(const char *model_dir, pq_tokenizer **out);
 // Same from explicit paths (config_path may be NULL).
 pq_status pq_tok_load_files(const char *tokenizer_json, const char *config_path, pq_tokenizer **out);
