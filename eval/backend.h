@@ -16,8 +16,6 @@ struct pq_backend {
 
 pq_status pq_backend_cpu_create(const pq_model *m, int max_ctx, int nthreads, pq_backend **out);
 
-// Number of usable CUDA devices (0 without CUDA support or without a GPU).
-int pq_cuda_device_count(void);
 pq_status pq_backend_cuda_create(const pq_model *m, int max_ctx, pq_backend **out);
 
 #endif

@@ -23,8 +23,8 @@ pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engi
     int max_ctx = p->max_ctx > 0 ? p->max_ctx : m->cfg.max_pos < 2048 ? m->cfg.max_pos : 2048;
     PQ_FAIL_IF(max_ctx > m->cfg.max_pos, PQ_ERR_ARG,
                "%s: context %d exceeds the model's max_position_embeddings %d", m->dir, max_ctx, m->cfg.max_pos);
-    pq_device dev = p->device;
-    if (dev == PQ_DEVICE_AUTO) dev = pq_cuda_device_count() > 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+    pq_device dev;
+    PQ_TRY(pq_device_resolve(p->device, &dev));
     pq_engine *e = calloc(1, sizeof *e);
     PQ_FAIL_IF(!e, PQ_ERR_NOMEM, "out of memory");
     e->m = m;

@@ -13,8 +13,7 @@
 
 #include "common/threads.h"
 #include "eval/model.h"
-
-typedef enum { PQ_DEVICE_AUTO, PQ_DEVICE_CPU, PQ_DEVICE_CUDA } pq_device;
+#include "kernels/cuda_host.h"
 
 typedef struct {
     int max_ctx;       // longest sequence (KV cache length); 0 = min(2048, max_position_embeddings)

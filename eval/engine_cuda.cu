@@ -42,50 +42,6 @@ typedef struct {
     float *d_logits;                // f32 [LOGIT_ROWS][vocab]
 } cuda_backend;
 
-// ---- devices -------------------------------------------------------------------
-
-// Compute capability the kernels are built for (sm_80, sm_90 + compute_90 PTX).
-#define MIN_CC_MAJOR 8
-
-// Index of the first usable device, or -1 with the reason in why[].
-static int first_usable_device(int *count_usable, char *why, size_t why_len) {
-    int n = 0, first = -1, usable = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
-        *count_usable = 0;
-        return -1;
-    }
-    snprintf(why, why_len, "the CUDA runtime reports 0 devices");
-    for (int d = 0; d < n; d++) {
-        int major = 0, minor = 0;
-        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            snprintf(why, why_len, "cudaDeviceGetAttribute(device %d): %s", d, cudaGetErrorString(e));
-            continue;
-        }
-        if (major < MIN_CC_MAJOR) {
-            snprintf(why, why_len, "device %d has compute capability %d.%d; pq's CUDA kernels need %d.0 or newer", d,
-                     major, minor, MIN_CC_MAJOR);
-            continue;
-        }
-        if (first < 0) first = d;
-        usable++;
-    }
-    *count_usable = usable;
-    return first;
-}
-
-int pq_cuda_device_count(void) {
-    char why[256];
-    int usable;
-    first_usable_device(&usable, why, sizeof why);
-    return usable;
-}
-
 // ---- forward ---------------------------------------------------------------------
 
 static pq_status enqueue_forward(cuda_backend *cb, const int32_t *tokens, int T, int pos0) {
@@ -228,9 +184,8 @@ static pq_status setup(cuda_backend *cb, int device) {
 pq_status pq_backend_cuda_create(const pq_model *m, int max_ctx, pq_backend **out) {
     *out = NULL;
     char why[256];
-    int usable;
-    int device = first_usable_device(&usable, why, sizeof why);
-    PQ_FAIL_IF(device < 0, PQ_ERR_NO_DEVICE, "--device cuda: no CUDA device found (%s)", why);
+    int device = pq_cuda_first_device(why, sizeof why);
+    PQ_FAIL_IF(device < 0, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device (%s)", why);
     PQ_FAIL_IF(max_ctx < 1, PQ_ERR_ARG, "context of %d tokens", max_ctx);
     cuda_backend *cb = (cuda_backend *)calloc(1, sizeof *cb);
     PQ_FAIL_IF(!cb, PQ_ERR_NOMEM, "out of memory");

@@ -34,7 +34,7 @@
 
 #include "common/sys.h"
 #include "common/version.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "formats/fileio.h"
 #include "formats/packed.h"
 #include "formats/sha256.h"
@@ -52,7 +52,8 @@ static void inputs_hash(pq_quantize_run *r) {
     const pq_quantize_params *p = r->p;
     char desc[64], line[8192];
     pq_scheme_describe(&r->scheme, desc, sizeof desc);
-    int gpu = p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0);
+    pq_device dev;
+    int gpu = pq_device_resolve(p->device, &dev) == PQ_OK && dev == PQ_DEVICE_CUDA;
     const pq_smooth_params *sp = &r->sp;
     snprintf(line, sizeof line,
              "pq %s|source %s %s|method %s|scheme %s actorder %d|head %d|calib %s %d x %d %s seed %llu|damp %.17g "
@@ -70,8 +71,8 @@ static void inputs_hash(pq_quantize_run *r) {
 
 pq_status pq_qrun_calib_prepare(pq_quantize_run *r) {
     const pq_quantize_params *p = r->p;
-    PQ_FAIL_IF(p->device == PQ_DEVICE_CUDA && pq_cuda_device_count() < 1, PQ_ERR_NO_DEVICE,
-               "--device cuda: no usable CUDA device");
+    pq_device dev;
+    PQ_TRY(pq_device_resolve(p->device, &dev));
     pq_tokenizer *tok;
     PQ_TRY(pq_tok_load(p->model, &tok));
     pq_status s = pq_calib_load(&p->calib, tok, r->m->cfg.max_pos, &r->calib);

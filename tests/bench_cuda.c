@@ -23,9 +23,8 @@ int main(void) {
 #else
 #include "common/half.h"
 #include "common/sys.h"
-#include "eval/backend.h"
-#include "eval/engine.h"
 #include "kernels/cuda_host.h"
+#include "eval/engine.h"
 #include "kernels/linear_cuda.h"
 #include "tests/test.h"
 

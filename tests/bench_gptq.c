@@ -18,7 +18,7 @@
 
 #include "calib/driver.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
 #include "quant/gptq.h"

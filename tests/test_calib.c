@@ -13,7 +13,7 @@
 #include "calib/stats.h"
 #include "calib/xtx_cuda.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "formats/fileio.h"
 #include "formats/sha256.h"
 #include "kernels/blas.h"

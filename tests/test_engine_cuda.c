@@ -9,7 +9,7 @@
 // checks run; the rest print skip (FAIL under make test-gpu).
 #include "common/half.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "eval/engine.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"

@@ -205,7 +205,7 @@ if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_o
         awk -v a="$pc" -v b="$p4" 'BEGIN { exit !(a > 0 && a < 1.02 * b && a > b / 1.02) }' &&
         ok "--device cuda: block passes and X^T X on the GPU, GPU memory printed, PPL $pc vs CPU $p4" ||
         fail "--device cuda: PPL '$pc' vs '$p4', $(jq -c .gptq "$TMP/cuda/pq.json") $(cat "$TMP/q_err")"
-elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device$" &&
+elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device (" &&
     no_leftovers "$TMP/cuda" && [ ! -e "$TMP/cuda" ]; then
     ok "--device cuda without a GPU: exit 1, $(tail -n 1 "$TMP/q_err")"
 else
