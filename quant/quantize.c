@@ -325,9 +325,10 @@ static pq_status quantize_one(run *r, const char *module, const pq_linear *L, do
     char name[600];
     snprintf(name, sizeof name, "%s/%s.weight", r->p->model, module);
     pq_qtensor q;
-    PQ_TRY(pq_rtn_quantize(r->buf, L->rows, L->cols, &r->scheme, pq_qrun_scale_dtype(L), name, r->pool, &q, rel_err));
+    PQ_TRY(pq_qtensor_init(&q, &r->scheme, L->rows, L->cols, pq_qrun_scale_dtype(L)));
+    pq_status s = pq_rtn_quantize(r->buf, &r->scheme, name, r->pool, &q, rel_err);
     r->t_quant += pq_now() - t0;
-    pq_status s = pq_packed_put(r->w, module, &q);
+    if (s == PQ_OK) s = pq_packed_put(r->w, module, &q);
     pq_qtensor_free(&q);
     PQ_TRY(s);
     return pq_qrun_record(r, L, json_pack("{s:s, s:f}", "name", module, "rel_error", *rel_err));

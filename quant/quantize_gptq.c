@@ -299,10 +299,7 @@ static pq_status quantize_linear(gptq_method *g, int layer, int slot, pq_layer *
     module_name(module, sizeof module, layer, slot);
     PQ_TRY(widen(r, module, src));
     pq_qtensor *q = &g->q[slot];
-    *q = (pq_qtensor){.fmt = PQ_W_QPACK, .rows = src->rows, .cols = src->cols, .bits = r->gptq.bits,
-                      .group = r->gptq.group > 0 && r->gptq.group < src->cols ? r->gptq.group : src->cols,
-                      .scale_dtype = pq_qrun_scale_dtype(src)};
-    PQ_TRY(pq_qtensor_alloc(q, !r->gptq.sym));
+    PQ_TRY(pq_qtensor_init(q, &r->scheme, src->rows, src->cols, pq_qrun_scale_dtype(src)));
     if (pq_gptq_has_g_idx(&r->gptq, src->cols)) {
         q->g_idx = pq_alloc((size_t)src->cols * sizeof(int32_t));
         PQ_FAIL_IF(!q->g_idx, PQ_ERR_NOMEM, "%s: out of memory", module);

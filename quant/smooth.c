@@ -67,7 +67,8 @@ pq_status pq_smooth_quantize(pq_fold_block *b, const pq_block_scales *sc, const 
         out->out_err[k] = -1;
         if (sc->clip[k]) pq_awq_clip_apply(b->w[k], b->rows[k], b->cols[k], s, sc->clip[k]);
         snprintf(what, sizeof what, "%s/model.layers.%d.%s.weight", name, layer, pq_linear_slot_name((pq_linear_slot)k));
-        pq_status st = pq_rtn_quantize(b->w[k], b->rows[k], b->cols[k], s, dt, what, pool, &out->q[k], &out->rel_err[k]);
+        pq_status st = pq_qtensor_init(&out->q[k], s, b->rows[k], b->cols[k], dt);
+        if (st == PQ_OK) st = pq_rtn_quantize(b->w[k], s, what, pool, &out->q[k], &out->rel_err[k]);
         if (st != PQ_OK) {
             pq_smooth_block_free(out);
             return st;
@@ -304,7 +305,10 @@ static pq_status quantize_member(pq_smooth *S, int k, pq_qtensor *q) {
         for (int j = 0; j < cols; j++) w[(size_t)r * cols + j] = S->b.w[m][(size_t)r * cols + j] * S->s_cols[j];
     char what[300];
     snprintf(what, sizeof what, "model.layers.%d.%s (search)", S->layer, pq_linear_slot_name(m));
-    return pq_rtn_quantize(w, rows, cols, &S->cfg.scheme, S->cfg.dt, what, S->cfg.pool, q, NULL);
+    PQ_TRY(pq_qtensor_init(q, &S->cfg.scheme, rows, cols, S->cfg.dt));
+    pq_status s = pq_rtn_quantize(w, &S->cfg.scheme, what, S->cfg.pool, q, NULL);
+    if (s != PQ_OK) pq_qtensor_free(q);
+    return s;
 }
 
 // AWQ: mean squared difference of the block output on the sample windows

@@ -21,6 +21,13 @@
 #include "quant/quantize.h"
 #include "quant/rtn.h"
 
+// RTN into a new quantized tensor q (the caller frees it, also on error).
+static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype dt, const char *name,
+                         pq_pool *pool, pq_qtensor *q, double *err) {
+    pq_status st = pq_qtensor_init(q, s, rows, cols, dt);
+    return st != PQ_OK ? st : pq_rtn_quantize(w, s, name, pool, q, err);
+}
+
 static char tmp[256];
 static const char *fixture;
 
@@ -71,7 +78,7 @@ static int roundtrip_exact(const char *out, const pq_scheme *s, int *n_checked) 
             float *w = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4), *ref = malloc(n * 4);
             pq_linear_rows(S, 0, S->rows, w);
             pq_qtensor q;
-            ok = pq_rtn_quantize(w, S->rows, S->cols, s, PQ_DT_F16, "src", NULL, &q, NULL) == PQ_OK;
+            ok = rtn_new(w, S->rows, S->cols, s, PQ_DT_F16, "src", NULL, &q, NULL) == PQ_OK;
             if (ok) {
                 pq_linear Q = pq_qtensor_linear(&q);
                 pq_linear_rows_ref(&Q, 0, S->rows, want);
@@ -391,7 +398,7 @@ static void test_dtype(pq_dtype dt) {
         pq_scheme sc;
         pq_scheme_make("w4a16", 32, 0, &sc);
         pq_qtensor q;
-        ok = pq_rtn_quantize(w, S->rows, S->cols, &sc, dt, "dt", NULL, &q, NULL) == PQ_OK;
+        ok = rtn_new(w, S->rows, S->cols, &sc, dt, "dt", NULL, &q, NULL) == PQ_OK;
         pq_linear Q = pq_qtensor_linear(&q);
         pq_linear_rows_ref(&Q, 0, S->rows, want);
         pq_linear_rows(L, 0, L->rows, got);
