@@ -51,6 +51,19 @@ pq_status pq_model_open(const char *dir, pq_model **out);
 void pq_model_free(pq_model *m); // NULL-safe
 
 
+// Layer l's linear in slot s (l < cfg.n_layers; borrowed, valid while m is).
+static inline const pq_linear *pq_model_linear(const pq_model *m, int l, pq_linear_slot s) {
+    return &m->layers[l].lin[s];
+}
+
+// The dtype an unquantized model's weights are stored in (F16, BF16 or
+// F32, its first linear's): what quantization scales and rewritten norms
+// and biases of it are stored in, as compressed-tensors does.
+static inline pq_dtype pq_model_dtype(const pq_model *m) {
+    pq_dense_type t = m->layers[0].lin[0].dense_type;
+    return t == PQ_DENSE_F16 ? PQ_DT_F16 : t == PQ_DENSE_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
+}
+
 // A model with the given shapes and random weights (normal, std 0.02; norms
 // 1.0), all linears in `dt`, built in memory for benchmarks and tests.
 // Deterministic for a seed. Free with pq_model_free.

@@ -87,7 +87,7 @@ static pq_status run(cal *c, const pq_qrun_resolved *o, pq_pool *pool, pq_calib_
                            d->sha256, calib, d->n, d->len, (unsigned long long)p->calib.seed};
     PQ_TRY(pq_scales_writer_create(p->out, c->m, o->kind, &sp, &o->scheme, &meta, &c->w));
     method_ud mu = {NULL, c};
-    pq_smooth_config cfg = {.m = c->m, .scheme = o->scheme, .dt = pq_scales_model_dtype(c->m), .p = sp, .pool = pool,
+    pq_smooth_config cfg = {.m = c->m, .scheme = o->scheme, .dt = pq_model_dtype(c->m), .p = sp, .pool = pool,
                             .emit = emit, .ud = c};
     size_t work;
     PQ_TRY(pq_smooth_create(&cfg, d, &mu.S, &work));

@@ -35,9 +35,6 @@ typedef struct {
 
 void pq_scales_fingerprint(const pq_model *m, char *buf, size_t cap);
 
-// The stored dtype of the model's weights (scales and norms): F16, BF16 or F32.
-pq_dtype pq_scales_model_dtype(const pq_model *m);
-
 // ---- writing ----------------------------------------------------------------
 
 typedef struct pq_scales_writer pq_scales_writer;
