@@ -56,13 +56,16 @@ static inline const pq_linear *pq_model_linear(const pq_model *m, int l, pq_line
     return &m->layers[l].lin[s];
 }
 
-// The dtype an unquantized model's weights are stored in (F16, BF16 or
-// F32, its first linear's): what quantization scales and rewritten norms
-// and biases of it are stored in, as compressed-tensors does.
-static inline pq_dtype pq_model_dtype(const pq_model *m) {
-    pq_dense_type t = m->layers[0].lin[0].dense_type;
-    return t == PQ_DENSE_F16 ? PQ_DT_F16 : t == PQ_DENSE_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
+// The dtype a dense linear's weight is stored in (F16, BF16 or F32): what
+// its quantization scales are stored in, as compressed-tensors does.
+static inline pq_dtype pq_linear_dtype(const pq_linear *L) {
+    return L->dense_type == PQ_DENSE_F16 ? PQ_DT_F16 : L->dense_type == PQ_DENSE_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
 }
+
+// The dtype an unquantized model's weights are stored in (its first
+// linear's): what the scales and rewritten norms and biases of a smoothing
+// method are stored in.
+static inline pq_dtype pq_model_dtype(const pq_model *m) { return pq_linear_dtype(&m->layers[0].lin[0]); }
 
 // A model with the given shapes and random weights (normal, std 0.02; norms
 // 1.0), all linears in `dt`, built in memory for benchmarks and tests.

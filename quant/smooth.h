@@ -64,7 +64,6 @@ typedef enum { PQ_SMOOTH_NONE, PQ_SMOOTH_AWQ, PQ_SMOOTH_SQ } pq_smooth_kind;
 #define PQ_SMOOTH_SAMPLE_TOKENS 512
 
 typedef struct {
-    pq_smooth_kind kind;
     double alpha;         // SmoothQuant migration strength in [0, 1] (0.5), or PQ_ALPHA_AUTO
     int grid;             // AWQ alpha grid (20)
     int clip_grid;        // AWQ clip grid (20; 0: no clipping); candidates down to 1 - 0.5
@@ -131,6 +130,7 @@ typedef pq_status (*pq_smooth_emit)(void *ud, int layer, const pq_block_scales *
 
 typedef struct {
     const pq_model *m;      // the source (dense linears)
+    pq_smooth_kind kind;
     pq_scheme scheme;
     pq_dtype dt;            // the model dtype (scales and norms are stored in it)
     pq_smooth_params p;

@@ -17,7 +17,6 @@
 #include "kernels/blas.h"
 #include "kernels/ops.h"
 #include "quant/awq.h"
-#include "quant/calibrate.h"
 #include "quant/fold.h"
 #include "quant/quantize.h"
 #include "quant/rtn.h"
@@ -380,9 +379,8 @@ static void test_dead_channel(pq_pool *pool) {
     const char *names[] = {"smoothquant", "awq"};
     for (int k = 0; k < 2; k++) {
         collect col = {0, 1, !k};
-        pq_smooth_config cfg = {.m = m, .dt = PQ_DT_F16, .p = pq_smooth_default_params(), .pool = pool,
-                                .emit = on_block, .ud = &col};
-        cfg.p.kind = k ? PQ_SMOOTH_AWQ : PQ_SMOOTH_SQ;
+        pq_smooth_config cfg = {.m = m, .kind = k ? PQ_SMOOTH_AWQ : PQ_SMOOTH_SQ, .dt = PQ_DT_F16,
+                                .p = pq_smooth_default_params(), .pool = pool, .emit = on_block, .ud = &col};
         PQ_ASSERT(pq_scheme_make(k ? "w4a16" : "w8a8", k ? 32 : PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &cfg.scheme) == PQ_OK);
         if (!k) PQ_ASSERT(pq_scheme_static_act(&cfg.scheme) == PQ_OK);
         pq_smooth *S;
@@ -430,8 +428,8 @@ static void test_static(pq_pool *pool) {
     for (int k = 0; k < 2; k++) {
         char out[300];
         snprintf(out, sizeof out, "%s/%s", dir, methods[k]);
-        pq_quantize_params p = pq_quantize_default_params();
-        p.model = pq_test_path("fixtures/stories260K"), p.out = out, p.method = methods[k], p.act_static = !k;
+        pq_quantize_request p = pq_quantize_default_request();
+        p.model = pq_test_path("fixtures/stories260K"), p.out = out, p.method = methods[k], p.scheme.act_static = !k;
         p.calib.path = pq_test_path("data/c4_validation_2k.txt"), p.calib.nsamples = 4, p.calib.seqlen = 128;
         p.nthreads = 2;
         pq_quantize_result r;
@@ -478,7 +476,7 @@ static void test_static(pq_pool *pool) {
     char path[300], trunc[300];
     snprintf(path, sizeof path, "%s/s.safetensors", dir);
     snprintf(trunc, sizeof trunc, "%s/t.safetensors", dir);
-    pq_quantize_params p = pq_quantize_default_params();
+    pq_quantize_request p = pq_quantize_default_request();
     p.model = pq_test_path("fixtures/stories260K"), p.out = path, p.method = "fp8";
     p.calib.path = pq_test_path("data/c4_validation_2k.txt"), p.calib.nsamples = 2, p.calib.seqlen = 64;
     pq_calibrate_result cr;

@@ -57,9 +57,9 @@ static void rm_rf(const char *path) {
 }
 
 static pq_status quantize(const char *out, const char *scheme, int group, int sym, int fp8_tensor, int force) {
-    pq_quantize_params p = pq_quantize_default_params();
-    p.model = fixture, p.out = out, p.scheme = scheme, p.group = group, p.sym = sym;
-    p.fp8_tensor = fp8_tensor, p.force = force, p.nthreads = 2;
+    pq_quantize_request p = pq_quantize_default_request();
+    p.model = fixture, p.out = out, p.scheme.name = scheme, p.scheme.group = group, p.scheme.sym = sym;
+    p.scheme.fp8_tensor = fp8_tensor, p.force = force, p.nthreads = 2;
     pq_quantize_result r;
     return pq_quantize(&p, NULL, NULL, &r);
 }
@@ -378,8 +378,8 @@ static void test_dtype(pq_dtype dt) {
     ok = ok && root && json_object_set_new(root, "torch_dtype", json_string(dtname)) == 0 &&
          json_dump_file(root, cfg, JSON_INDENT(2)) == 0;
     json_decref(root);
-    pq_quantize_params p = pq_quantize_default_params();
-    p.model = src, p.out = out, p.scheme = "w4a16", p.group = 32, p.sym = 0;
+    pq_quantize_request p = pq_quantize_default_request();
+    p.model = src, p.out = out, p.scheme.name = "w4a16", p.scheme.group = 32, p.scheme.sym = 0;
     pq_quantize_result r;
     ok = ok && pq_quantize(&p, NULL, NULL, &r) == PQ_OK;
     pq_model *s = NULL, *m = NULL;
@@ -433,7 +433,7 @@ static void test_atomic(void) {
     json_decref(root);
 
     PQ_CHECK(make_nan_fixture(nanm, "model.layers.1.mlp.gate_proj.weight", 77, 0x7e00), "fixture copy with a NaN");
-    pq_quantize_params p = pq_quantize_default_params();
+    pq_quantize_request p = pq_quantize_default_request();
     p.model = nanm, p.out = nout;
     pq_quantize_result r;
     s = pq_quantize(&p, NULL, NULL, &r);
@@ -470,7 +470,7 @@ static void test_atomic(void) {
     snprintf(under_file, sizeof under_file, "%s/config.json/out", out);
     s = quantize(under_file, "w4a16", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, 0, 0);
     PQ_CHECK(s == PQ_ERR_IO && strstr(pq_last_error(), under_file), "OUT under a regular file: %s", pq_last_error());
-    pq_quantize_params h = pq_quantize_default_params();
+    pq_quantize_request h = pq_quantize_default_request();
     h.model = fixture, h.out = tpath("head"), h.quantize_head = 1;
     PQ_CHECK(pq_quantize(&h, NULL, NULL, &r) == PQ_ERR_ARG && strstr(pq_last_error(), "tie_word_embeddings") &&
                  !pq_dir_exists(h.out),
@@ -487,7 +487,7 @@ static void test_atomic(void) {
 static void test_provenance(void) {
     char out[1024];
     snprintf(out, sizeof out, "%s", tpath("prov"));
-    pq_quantize_params p = pq_quantize_default_params();
+    pq_quantize_request p = pq_quantize_default_request();
     p.model = fixture, p.out = out, p.zstd_level = 3;
     pq_quantize_result r;
     pq_status s = pq_quantize(&p, NULL, NULL, &r);

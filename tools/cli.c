@@ -105,6 +105,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv) {
             for (int k = 0; k < cmd->n_flags && !f; k++)
                 if (strlen(cmd->flags[k].name) == nlen && strncmp(cmd->flags[k].name, a, nlen) == 0) f = &cmd->flags[k];
             if (!f) return usage_error(cmd, "unknown option %s%s", a, "");
+            if (cmd->seen) *cmd->seen |= f->bit;
             if (f->kind == FLAG_BOOL) {
                 if (eq) return usage_error(cmd, "%s takes no value%s", f->name, "");
                 *(int *)f->dst = f->value;

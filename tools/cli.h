@@ -18,6 +18,7 @@ typedef struct {
     const char *choices;  // FLAG_CHOICE: "gptq|llamacpp" (index stored); FLAG_BOOL: NULL
     int value;            // FLAG_BOOL: value stored when the flag is given
     const char *metavar;  // "N", "FILE"
+    unsigned bit;         // set in the command's *seen when the flag is given (0: none)
 } cli_flag;
 
 typedef struct {
@@ -28,6 +29,7 @@ typedef struct {
     int n_flags;
     int n_positional;         // required positional arguments
     const char **positional;  // filled with argv pointers
+    unsigned *seen;           // receives the bits of the flags given (NULL: not recorded)
 } cli_command;
 
 // Parses argv[1..] (argv[0] is the subcommand). Returns 0 on success, 1 if

@@ -55,11 +55,11 @@ int main_inspect(int argc, char **argv) {
     int list = 1;
     const char *pos[1];
     const cli_flag flags[] = {
-        {"--summary", FLAG_BOOL, &list, "print totals only, not every tensor", NULL, 0, NULL},
+        {.name = "--summary", .kind = FLAG_BOOL, .dst = &list, .help = "print totals only, not every tensor"},
     };
     cli_command cmd = {"inspect", "MODEL_OR_FILE [options]",
                        "Architecture, parameter count, tensors with dtypes and shapes, bytes.", flags,
-                       sizeof flags / sizeof flags[0], 1, pos};
+                       sizeof flags / sizeof flags[0], 1, pos, NULL};
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != 0) return rc > 0 ? 0 : 2;
     const char *path = pos[0];

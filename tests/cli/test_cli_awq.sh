@@ -192,7 +192,7 @@ expect_fail 2 "--act-scale static: only for w8a8 and fp8-static" "--act-scale st
     $PQ quantize "$FIXTURE" -o "$B" --act-scale static
 expect_fail 2 "--method rtn with static activation scales needs calibration text" "static scales without --calib" -- \
     $PQ quantize "$FIXTURE" -o "$B" --scheme fp8-static
-expect_fail 2 "--true-sequential: only for --method gptq, not --method awq" "awq --true-sequential" -- \
+expect_fail 2 "--true-sequential: not a flag of --method awq (it is one of gptq)" "awq --true-sequential" -- \
     $PQ quantize "$FIXTURE" -o "$B" $AWQ --true-sequential
 expect_fail 2 "--method gptq: pq calibrate runs awq, smoothquant or fp8" "calibrate gptq" -- \
     $PQ calibrate "$FIXTURE" -o "$B" --method gptq $CAL
