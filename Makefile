@@ -2,6 +2,7 @@
 #   make            build/pq and build/libpq.a (CUDA objects too when nvcc exists)
 #   make demo       install missing Debian packages (as root), build, run pq ppl on the fixture
 #   make test       unit, golden, CLI and fuzz-replay tests; ends with "N passed, N failed"
+#   make check-layers  every #include points down the layers (docs/ARCHITECTURE.md); run by make test
 #   make test-gpu   the same, but a missing GPU is a failure
 #   make bench      benchmarks (ratios measured in one run)
 #   make fuzz       libFuzzer targets under ASan/UBSan (clang)
@@ -43,7 +44,7 @@ NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 endif
 
-.PHONY: all demo test test-gpu bench fuzz clean deps
+.PHONY: all demo test test-gpu bench fuzz clean deps check-layers
 all: $(BUILD)/pq
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
@@ -100,6 +101,9 @@ bench: all $(BENCH_BIN)
 
 fuzz:
 	@sh tests/fuzz/run_fuzzers.sh
+
+check-layers:
+	@sh tools/check_layers.sh
 
 clean:
 	rm -rf $(BUILD)
