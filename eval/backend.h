@@ -10,6 +10,7 @@ typedef struct pq_backend pq_backend;
 struct pq_backend {
     char desc[128];
     pq_status (*forward)(pq_backend *b, const int32_t *tokens, int T, int pos0);
+    // rows row0..row0+n of the last forward call (eval/engine.c checks the range)
     pq_status (*logits)(pq_backend *b, int row0, int n, float *logits);
     void (*free)(pq_backend *b);
 };

@@ -11,6 +11,7 @@ struct pq_engine {
     pq_backend *b;
     pq_device device;
     int max_ctx;
+    int last_T;       // rows of the last forward call that succeeded (0: none)
     char desc[512];   // the backend's description (+ why --device auto did not use the GPU)
 };
 
@@ -63,9 +64,14 @@ pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0
     for (int t = 0; t < T; t++)
         PQ_FAIL_IF(tokens[t] < 0 || tokens[t] >= e->m->cfg.vocab, PQ_ERR_ARG,
                    "token id %d at index %d is outside the vocabulary of %d", tokens[t], t, e->m->cfg.vocab);
-    return e->b->forward(e->b, tokens, T, pos0);
+    e->last_T = 0; // no valid rows until this call has finished
+    PQ_TRY(e->b->forward(e->b, tokens, T, pos0));
+    e->last_T = T;
+    return PQ_OK;
 }
 
 pq_status pq_engine_logits(pq_engine *e, int row0, int n, float *logits) {
+    PQ_FAIL_IF(row0 < 0 || n < 0 || row0 > e->last_T - n, PQ_ERR_ARG,
+               "logits rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, e->last_T);
     return e->b->logits(e->b, row0, n, logits);
 }

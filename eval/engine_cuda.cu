@@ -29,7 +29,7 @@ extern "C" {
 typedef struct {
     pq_backend base;
     const pq_model *m;
-    int device, max_ctx, last_T;
+    int device, max_ctx;
     cudaStream_t stream;
     pq_cuda_ctx *ctx;               // cuBLAS / cuBLASLt handles and the linear layers' workspace
     pq_linear_cuda embed, lm_head;  // lm_head aliases embed's weight when they are the same tensor
@@ -64,7 +64,6 @@ static pq_status cuda_forward(pq_backend *b, const int32_t *tokens, int T, int p
     // eval/engine.c has checked T >= 1, pos0 + T <= max_ctx and the token ids
     PQ_ASSERT(T >= 1 && pos0 >= 0 && pos0 + T <= cb->max_ctx);
     PQ_CUDA_TRY(cudaSetDevice(cb->device)); // the calling thread may not be the creating one
-    cb->last_T = 0; // no valid rows until this call has finished
     pq_status s = enqueue_forward(cb, tokens, T, pos0);
     // wait even after a failed launch, so that nothing is left running
     cudaError_t e = cudaStreamSynchronize(cb->stream);
@@ -74,14 +73,11 @@ static pq_status cuda_forward(pq_backend *b, const int32_t *tokens, int T, int p
         return PQ_FAIL(PQ_ERR_CUDA, "forward of %d tokens at position %d: cudaStreamSynchronize: %s", T, pos0,
                        cudaGetErrorString(e));
     }
-    cb->last_T = T;
     return PQ_OK;
 }
 
 static pq_status cuda_logits(pq_backend *b, int row0, int n, float *logits) {
     cuda_backend *cb = (cuda_backend *)b;
-    PQ_FAIL_IF(row0 < 0 || n < 0 || row0 + n > cb->last_T, PQ_ERR_ARG,
-               "logits rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, cb->last_T);
     int H = cb->m->cfg.hidden, V = cb->m->cfg.vocab;
     PQ_CUDA_TRY(cudaSetDevice(cb->device));
     for (int r = 0; r < n; r += LOGIT_ROWS) {
