@@ -2,16 +2,14 @@
 // 16 lanes wide, 64 columns per step, the last partial step masked.
 #include <immintrin.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/fp8.h"
+#include "kernels/simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
-// Software prefetch distance in bytes (see kernels/qpack_avx512.c).
-#define PREFETCH 8192
 
 // The 16 columns at q of mask m as f32: decode * 2^-8 for fp8 (NaN codes
 // excepted; *nan collects them), the integer for int8.
-INLINE __m512 load16(const int8_t *q, __mmask16 m, int fp8, __mmask16 *nan) {
+PQ_INLINE __m512 load16(const int8_t *q, __mmask16 m, int fp8, __mmask16 *nan) {
     __m128i b = _mm_maskz_loadu_epi8(m, q);
     if (!fp8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
     *nan |= _mm_mask_cmpeq_epi8_mask(m, _mm_or_si128(b, _mm_set1_epi8((char)0x80)), _mm_set1_epi8((char)0xff));
@@ -19,7 +17,7 @@ INLINE __m512 load16(const int8_t *q, __mmask16 m, int fp8, __mmask16 *nan) {
     return _mm512_cvtph_ps(h);
 }
 
-INLINE void gemv(const void *qbase, const float *scales, int per_channel, int cols, int r0, int n, const float *x,
+PQ_INLINE void gemv(const void *qbase, const float *scales, int per_channel, int cols, int r0, int n, const float *x,
                  int T, float *y, int ldy, int fp8) {
     const __m512i b80 = _mm512_set1_epi8((char)0x80), bff = _mm512_set1_epi8((char)0xff);
     for (int r = r0; r < r0 + n; r++) {
@@ -31,7 +29,7 @@ INLINE void gemv(const void *qbase, const float *scales, int per_channel, int co
         __mmask16 nan16 = 0;
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)(q + c) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
             __m512 wv[4];
             if (fp8) {
                 nan64 |= _mm512_cmpeq_epi8_mask(_mm512_or_si512(_mm512_loadu_si512(q + c), b80), bff);

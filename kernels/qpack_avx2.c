@@ -23,22 +23,12 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/qpack.h"
+#include "kernels/simd.h"
 
 #define L 8
-#define TAIL (9 * 16) // columns in at most 9 words
-// Software prefetch distance in bytes of packed weights (see qpack_avx512.c).
-#define PREFETCH 8192
-#define INLINE static inline __attribute__((always_inline))
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
+#define TAIL (9 * 16) 
 static int ngroups(const pq_qpack *w) { return pq_qpack_ngroups(w->cols, w->group); }
 
 // Columns c0..c0+n of row r as f32, bit-exact with pq_qpack_value.
@@ -75,7 +65,7 @@ void pq_qpack_rows_avx2(const pq_qpack *w, int r0, int n, float *out) {
 
 // acc[t] += row r, columns c0..cols (the tail past the full blocks: fewer
 // than 9 words, so < TAIL columns), decoded exactly, dotted with x[t].
-INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T, __m256 *acc) {
+PQ_INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T, __m256 *acc) {
     float tile[TAIL];
     int n = w->cols - c0, c = 0;
     decode_span(w, r, c0, n, tile);
@@ -113,16 +103,16 @@ static groups block_groups(const pq_qpack *w) {
     return g;
 }
 
-INLINE int block_g0(const groups *g, int b) {
+PQ_INLINE int block_g0(const groups *g, int b) {
     return !g->wpg ? 0 : g->nper > 1 ? b * g->nper : b * L / g->wpg;
 }
 
-INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
+PQ_INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
     if (g->nper == 1) return _mm256_broadcast_ss(sr + g0);
     return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sr + g0, g->lanes), g->idx);
 }
 
-INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
+PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
     if (g->nper == 1) return _mm256_set1_ps((float)zr[g0]);
     uint64_t z = 0; // nper is 2, 4 or 8: fixed-size copies, inlined
     if (g->nper == 2) memcpy(&z, zr + g0, 2);
@@ -135,7 +125,7 @@ INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
 // Rows r0..r0+n; T, bits and aligned are constants after inlining.
 //   aligned: per block, acc = sum_i q_i x_i - zero * xsum, total += scale * acc
 //   else:    total += scale[gi] * q_i * x_i (gathered), minus sum_g scale_g zero_g X_g at the end
-INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                         int bits, int aligned) {
     const groups g = block_groups(w);
     const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits), ng = ngroups(w);
@@ -152,7 +142,7 @@ INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T,
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
             __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * L));
             const float *xb = xp + (size_t)b * T * xstride;
             __m256 acc[PQ_GEMV_MAX_T];
@@ -190,13 +180,13 @@ INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T,
             double zx = 0; // sum_g scale_g zero_g X_g, in double: it cancels much of tot
             for (int k = 0; !aligned && k < ng; k++)
                 zx += (double)sr[k] * (zr ? zr[k] : 1 << (bits - 1)) * X[(size_t)t * ng + k];
-            y[(size_t)t * ldy + r] = (float)(hsum(tot[t]) - zx);
+            y[(size_t)t * ldy + r] = (float)(pq_hsum_ps(tot[t]) - zx);
         }
     }
 }
 
 // One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
-INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                       int bits) {
     switch (T * 2 + pq_qpack_gemv_aligned(w, L)) {
     case 2: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 0); return;

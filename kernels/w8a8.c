@@ -7,7 +7,7 @@
 #include "common/status.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
