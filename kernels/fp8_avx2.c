@@ -12,6 +12,7 @@
 
 #include "kernels/linear.h"
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
 #include "kernels/simd.h"
 
 

@@ -20,6 +20,7 @@
 #include "common/threads.h"
 #include "kernels/dense.h"
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
 #include "kernels/qpack.h"
 
 // The most tokens a linear runs through its format's GEMV (one pass over the

@@ -51,6 +51,7 @@
 #include <stdint.h>
 
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
 
 #define PQ_W8A8_MAX_COLS 131071
 #define PQ_FP8_MIN_SCALE (1.0f / (448.0f * 512.0f))
