@@ -37,7 +37,7 @@ typedef struct {
     float *final_norm;           // [hidden] (owned)
     pq_layer *layers;            // [n_layers]
     size_t weight_bytes;         // bytes of all tensors as stored
-    void *owned_weights;         // pq_model_random's weight memory (NULL for files)
+    void *owned_weights;         // weights built in memory, freed with the model (NULL for files)
     pq_packed_info quant;        // quant.quantized: a compressed-tensors checkpoint, its scheme
     void **owned;                // scales / zero points of quantized linears (pq_free each)
     int n_owned, cap_owned;
@@ -67,9 +67,5 @@ static inline pq_dtype pq_linear_dtype(const pq_linear *L) {
 // method are stored in.
 static inline pq_dtype pq_model_dtype(const pq_model *m) { return pq_linear_dtype(&m->layers[0].lin[0]); }
 
-// A model with the given shapes and random weights (normal, std 0.02; norms
-// 1.0), all linears in `dt`, built in memory for benchmarks and tests.
-// Deterministic for a seed. Free with pq_model_free.
-pq_status pq_model_random(const pq_config *cfg, pq_dense_type dt, uint64_t seed, pq_model **out);
 
 #endif

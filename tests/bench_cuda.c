@@ -26,6 +26,7 @@ int main(void) {
 #include "kernels/cuda_host.h"
 #include "eval/engine.h"
 #include "kernels/linear_cuda.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #define GEMM_T 512

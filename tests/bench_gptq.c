@@ -14,6 +14,7 @@
 //   build/tests/bench_gptq [--layers N] [--device cpu|cuda] [--windows N] [--seqlen L]
 // Without --device it runs the CPU, then the GPU variant when a GPU is
 // present ("skip" otherwise).
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #include "calib/driver.h"

@@ -3,6 +3,7 @@
 // the output error against its definition, and the streaming driver on a
 // random model: thread-count independence, true-sequential, resume from a
 // later block, and X^T X on the GPU against the CPU (skipped without one).
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #include <unistd.h>

@@ -6,6 +6,7 @@
 // all-zero activation channel gives finite scales end to end; the INT8 and
 // FP8 static checkpoints run equal to the reference with their input_scale;
 // a truncated scales file names the file.
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #include "calib/data.h"

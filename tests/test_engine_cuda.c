@@ -14,6 +14,8 @@
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "quant/quantize.h"
+#include "tests/lib/cuda_wrappers.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 static int have_gpu;

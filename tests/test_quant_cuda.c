@@ -13,6 +13,7 @@
 #include "kernels/linear.h"
 #include "kernels/quant_cuda.h"
 #include "kernels/w8a8.h"
+#include "tests/lib/cuda_wrappers.h"
 #include "tests/test.h"
 
 static int have_gpu;
