@@ -47,8 +47,9 @@
 //     W8A8 linears with their static scales), as llm-compressor's
 //     sequential pipeline propagates, so that the next block's static
 //     activation scales are calibrated on the inputs it will see.
-// The searches run on the CPU (the driver may still accumulate its
-// statistics on the GPU; these methods need no X^T X).
+// Everything here runs on the CPU, the driver's block passes and
+// statistics included: the driver moves to the GPU only for a method that
+// needs X^T X (calib/driver.h), and these need none.
 #ifndef PQ_SMOOTH_H
 #define PQ_SMOOTH_H
 

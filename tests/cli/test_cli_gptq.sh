@@ -7,7 +7,7 @@
 # a real kill at a random time) and --resume giving byte-identical files,
 # leftovers and bad inputs refused with one line and the right exit code.
 #
-# The kill points use the test-only hooks of quant/quantize_gptq.c:
+# The kill points use the test-only hooks of quant/journal.h:
 # PQ_TEST_KILL_AFTER_BLOCK=k (block k's tensors written, not yet fsync'd nor
 # journaled) and PQ_TEST_KILL_AFTER_JOURNAL=k (block k journaled).
 . tests/cli/lib.sh
