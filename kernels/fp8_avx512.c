@@ -69,29 +69,15 @@ PQ_INLINE void gemv(const void *qbase, const float *scales, int per_channel, int
     }
 }
 
-// One instance per T so the token loops unroll.
-static void fp8_gemv(const pq_fp8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    switch (T) {
-    case 1: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 1, y, ldy, 1); return;
-    case 2: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 2, y, ldy, 1); return;
-    case 3: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 3, y, ldy, 1); return;
-    default: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 4, y, ldy, 1); return;
-    }
-}
-
-static void int8_gemv(const pq_int8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    switch (T) {
-    case 1: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 1, y, ldy, 0); return;
-    case 2: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 2, y, ldy, 0); return;
-    case 3: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 3, y, ldy, 0); return;
-    default: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 4, y, ldy, 0); return;
-    }
-}
-
+// One instance per T (and format) so the token loops unroll.
 void pq_fp8_gemv_avx512(const pq_fp8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    fp8_gemv(w, r0, n, x, T, y, ldy);
+#define FP8(t) gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, t, y, ldy, 1)
+    PQ_GEMV_T_SWITCH(T, FP8);
+#undef FP8
 }
 
 void pq_int8_gemv_avx512(const pq_int8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    int8_gemv(w, r0, n, x, T, y, ldy);
+#define INT8(t) gemv(w->q, w->scales, 1, w->cols, r0, n, x, t, y, ldy, 0)
+    PQ_GEMV_T_SWITCH(T, INT8);
+#undef INT8
 }

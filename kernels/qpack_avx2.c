@@ -187,28 +187,17 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
 
 // One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
 PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
-                      int bits) {
-    switch (T * 2 + pq_qpack_gemv_aligned(w, L)) {
-    case 2: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 0); return;
-    case 3: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 1); return;
-    case 4: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 0); return;
-    case 5: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 1); return;
-    case 6: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 0); return;
-    case 7: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 1); return;
-    case 8: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 0); return;
-    default: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 1); return;
-    }
-}
-static void gemv_b4(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    gemv_bits(w, r0, n, x, T, xp, y, ldy, 4);
-}
-static void gemv_b8(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    gemv_bits(w, r0, n, x, T, xp, y, ldy, 8);
+                         int bits) {
+    int aligned = pq_qpack_gemv_aligned(w, L);
+#define BLOCKS(t) \
+    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
+    PQ_GEMV_T_SWITCH(T, BLOCKS);
+#undef BLOCKS
 }
 
 void pq_qpack_gemv_avx2(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
                         int ldy) {
-    if (w->bits == 4) gemv_b4(w, r0, n, x, T, xp, y, ldy);
-    else if (w->bits == 8) gemv_b8(w, r0, n, x, T, xp, y, ldy);
-    else gemv_bits(w, r0, n, x, T, xp, y, ldy, w->bits);
+#define BITS(b) gemv_bits(w, r0, n, x, T, xp, y, ldy, b)
+    PQ_BITS_SWITCH(w->bits, BITS);
+#undef BITS
 }

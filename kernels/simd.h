@@ -7,6 +7,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "kernels/linear.h"
+
 #define PQ_INLINE static inline __attribute__((always_inline))
 
 // Software prefetch distance, in bytes ahead of the current load of a
@@ -14,6 +16,29 @@
 // ~60% of the read bandwidth (it restarts at every 4 KB page); 4..16 KB
 // ahead measured alike (kernels/qpack_avx512.c, dense_avx512.c).
 #define PQ_PREFETCH 8192
+
+// The GEMV kernels' token count as a compile-time constant: CALL(t) is
+// expanded once for each t in 1..PQ_GEMV_MAX_T and the one for T runs, so
+// that the callee's loops over tokens unroll (T outside 1..PQ_GEMV_MAX_T
+// runs the largest).
+_Static_assert(PQ_GEMV_MAX_T == 4, "PQ_GEMV_T_SWITCH instantiates T = 1..4");
+#define PQ_GEMV_T_SWITCH(T, CALL)                                                                                      \
+    switch (T) {                                                                                                       \
+    case 1: CALL(1); break;                                                                                            \
+    case 2: CALL(2); break;                                                                                            \
+    case 3: CALL(3); break;                                                                                            \
+    default: CALL(4); break;                                                                                           \
+    }
+
+// The packed width as a compile-time constant where it is a common one:
+// CALL(4) or CALL(8), else CALL(bits), so that the unpacking of 4- and
+// 8-bit codes is specialized (CALL expands to an always-inline call).
+#define PQ_BITS_SWITCH(bits, CALL)                                                                                     \
+    do {                                                                                                               \
+        if ((bits) == 4) CALL(4);                                                                                      \
+        else if ((bits) == 8) CALL(8);                                                                                 \
+        else CALL(bits);                                                                                               \
+    } while (0)
 
 // The sum of the 8 floats of v: halves, then pairs (a fixed order).
 PQ_INLINE float pq_hsum_ps(__m256 v) {

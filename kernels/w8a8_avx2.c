@@ -37,25 +37,12 @@ static uint32_t amax_bits(const float *x, int cols) {
     return best;
 }
 
-static void bad_token(pq_w8a8_act *a, int t) {
-    memset(a->q + (size_t)t * a->ld, 0, (size_t)a->ld);
-    a->scale[t] = NAN;
-    a->sum[t] = 0;
-}
-
-// kernels/w8a8.c's sat8, for the last columns
-static int8_t sat8(float v) {
-    if (v != v) return 0;
-    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
-    return (int8_t)nearbyintf(v);
-}
-
 void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         float inv1 = 127.0f / amax;
@@ -76,7 +63,7 @@ void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w
         _mm256_storeu_si256((__m256i *)lanes, sum);
         for (int i = 0; i < 8; i++) total += lanes[i];
         for (; c < cols; c++) {
-            q[c] = sat8(static_scale > 0 ? xt[c] / static_scale : xt[c] * inv1);
+            q[c] = pq_sat8(static_scale > 0 ? xt[c] / static_scale : xt[c] * inv1);
             total += q[c];
         }
         memset(q + cols, 0, (size_t)(a->ld - cols));
@@ -105,7 +92,7 @@ void pq_actq_fp8_avx2(const float *x, int T, int cols, float static_scale, pq_w8
         const float *xt = x + (size_t)t * cols;
         uint8_t *q = (uint8_t *)a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         float s = amax / 448.0f, inv1 = static_scale > 0 ? 1.0f / static_scale : 0;

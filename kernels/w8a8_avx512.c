@@ -39,18 +39,12 @@ static uint32_t amax_bits(const float *x, int cols) {
     return (uint32_t)_mm512_reduce_max_epu32(m);
 }
 
-static void bad_token(pq_w8a8_act *a, int t) {
-    memset(a->q + (size_t)t * a->ld, 0, (size_t)a->ld);
-    a->scale[t] = __builtin_nanf("");
-    a->sum[t] = 0;
-}
-
 void pq_actq_int8_avx512(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         const __m512 inv = _mm512_set1_ps(127.0f / amax), s = _mm512_set1_ps(static_scale);
@@ -93,7 +87,7 @@ void pq_actq_fp8_avx512(const float *x, int T, int cols, float static_scale, pq_
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         float s = amax / 448.0f;
@@ -233,11 +227,11 @@ static void gemm(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, c
 
 void pq_w8a8_gemm_avx512(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                          void *scratch) {
-    switch (a->T) {
-    case 1: gemv(w, r0, n, a, o, 1); return;
-    case 2: gemv(w, r0, n, a, o, 2); return;
-    case 3: gemv(w, r0, n, a, o, 3); return;
-    case 4: gemv(w, r0, n, a, o, 4); return;
-    default: gemm(w, r0, n, a, o, scratch); return;
+    if (a->T > PQ_GEMV_MAX_T) {
+        gemm(w, r0, n, a, o, scratch);
+        return;
     }
+#define GEMV(t) gemv(w, r0, n, a, o, t)
+    PQ_GEMV_T_SWITCH(a->T, GEMV);
+#undef GEMV
 }
