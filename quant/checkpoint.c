@@ -18,12 +18,11 @@
 
 #define PATH_CAP 4096
 
-const char *const PQ_CKPT_SIDE_FILES[] = {
+const char *const PQ_CKPT_SIDE_FILES[PQ_CKPT_NSIDE_FILES] = {
     "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
     "added_tokens.json", "vocab.json", "merges.txt", "generation_config.json", "chat_template.jinja",
     "chat_template.json",
 };
-const int PQ_CKPT_NSIDE_FILES = (int)(sizeof PQ_CKPT_SIDE_FILES / sizeof PQ_CKPT_SIDE_FILES[0]);
 
 struct pq_ckpt {
     pq_ckpt_params p;

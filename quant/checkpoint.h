@@ -28,8 +28,8 @@ typedef struct pq_ckpt pq_ckpt;
 
 // The files copied from the source directory when present (the tokenizer's
 // and other side files), and their number.
-extern const char *const PQ_CKPT_SIDE_FILES[];
-extern const int PQ_CKPT_NSIDE_FILES;
+#define PQ_CKPT_NSIDE_FILES 10
+extern const char *const PQ_CKPT_SIDE_FILES[PQ_CKPT_NSIDE_FILES];
 
 // Starts model.safetensors in directory dir: metadata, every tensor
 // declared, the header written (resume: the interrupted run's temporary

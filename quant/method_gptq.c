@@ -30,8 +30,8 @@ static pq_status check(const pq_method *self, const pq_quantize_request *q, pq_s
     PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
                "--method gptq --scheme %s: GPTQ writes the weight-only integer schemes (w4a16, w8a16)",
                pq_scheme_name(s->id));
-    PQ_FAIL_IF(!(a->damp > 0 && a->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "--damp %g: not in (0, %g]", a->damp,
-               PQ_GPTQ_DAMP_MAX);
+    PQ_FAIL_IF(!(a->damp >= PQ_GPTQ_DAMP_MIN && a->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "--damp %g: not in [%g, %g]",
+               a->damp, PQ_GPTQ_DAMP_MIN, PQ_GPTQ_DAMP_MAX);
     PQ_FAIL_IF(a->block_size < 1 || a->block_size > 65536, PQ_ERR_ARG, "--block-size %d: not in 1..65536",
                a->block_size);
     if (a->act_order && s->group > 0) s->actorder = a->static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;

@@ -82,7 +82,7 @@ typedef struct {
 
 // GPTQ's parameters (quant/gptq.h).
 typedef struct {
-    double damp;          // relative dampening of the Hessian (0.01), in (0, PQ_GPTQ_DAMP_MAX]
+    double damp;          // relative dampening of the Hessian (0.01), in [PQ_GPTQ_DAMP_MIN, PQ_GPTQ_DAMP_MAX]
     int block_size;       // lazy-batch columns (128), 1..65536
     int act_order;        // columns in descending order of the Hessian's diagonal
     int static_groups;    // group scales from the unmodified weights
@@ -102,7 +102,7 @@ typedef struct {
     int zstd_level;             // > 0: also write model.safetensors.zst at this level
     int force;                  // replace an existing OUT (only once the new one is complete)
     int resume;                 // continue an interrupted calibrated run into the same OUT
-    int nthreads;               // 0 = all cores
+    int nthreads;               // 0 = all cores, else 1..PQ_MAX_THREADS
     pq_device device;           // calibrated methods: where X^T X and the block passes run (GPTQ)
     uint32_t given;             // PQ_ARG_* the caller set
 } pq_quantize_request;

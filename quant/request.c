@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/version.h"
 #include "quant/gptq.h"
@@ -139,6 +140,11 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
     PQ_FAIL_IF(q->zstd_level < 0 || q->zstd_level > 22, PQ_ERR_ARG, "zstd level %d not in 1..22", q->zstd_level);
     PQ_FAIL_IF(!q->model || !q->out, PQ_ERR_ARG, "a model and an output %s are required",
                calibrate ? "file" : "directory");
+    struct stat sb; // what the output protocol refuses at its start, said before any work (formats/outdir.h)
+    int exists = lstat(q->out, &sb) == 0;
+    PQ_FAIL_IF(calibrate && exists && S_ISDIR(sb.st_mode), PQ_ERR_ARG, "%s: is a directory; pq calibrate writes a "
+               "file (give a file's path)", q->out);
+    PQ_FAIL_IF(exists && !q->force, PQ_ERR_ARG, "%s: already exists (--force replaces it)", q->out);
     // rtn with static activation scales calibrates them as the fp8 method does (no smoothing)
     if (o->m == &PQ_METHOD_RTN && pq_scheme_act_static(s)) o->m = &PQ_METHOD_FP8;
     PQ_FAIL_IF(calibrate && (!o->m->smoothing || strcmp(o->name, "rtn") == 0), PQ_ERR_ARG,

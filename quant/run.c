@@ -24,7 +24,6 @@
 #include "quant/request.h"
 #include "quant/rtn.h"
 
-#define LOCK "pq.lock"
 #define PATH_CAP 4096
 
 typedef struct {
@@ -42,14 +41,16 @@ typedef struct {
     pq_calib_report mem;
     double t_hash, t_quant;
     // pq quantize
+    pq_outdir_spec spec;
     pq_outdir dir;
+    const char **inputs;           // what the run reads (the output may be none of them)
+    char input_paths[1 + PQ_CKPT_NSIDE_FILES][PATH_CAP];
     pq_ckpt *ck;
     char key[65];                  // the journal's inputs key
     int adopted;                   // continuing an interrupted run's temporary directory
     int keep;                      // the temporary directory holds a journal: an error leaves it for --resume
     int started;                   // the run is past its start (an error then says where the blocks stay)
     int blocks_done, resumed_blocks, damp_raised;
-    int lock_fd;                   // flock on the temporary directory, -1 if none
     pq_journal leftover;           // an adopted directory's journal
     pq_ckpt_loaded loaded;         // a resumed block's arrays
     // pq calibrate
@@ -222,7 +223,7 @@ static pq_status drive(run *r, pq_status (*block_done)(void *, int, int)) {
 // The journal's key: every parameter and input the output depends on.
 static pq_status journal_key(run *r) {
     const pq_quantize_request *q = r->q;
-    char desc[64], line[8192], paths[1 + PQ_CKPT_NSIDE_FILES][PATH_CAP];
+    char desc[64], line[8192];
     const char *files[1 + PQ_CKPT_NSIDE_FILES];
     pq_scheme_describe(&r->o.scheme, desc, sizeof desc);
     pq_device dev;
@@ -238,55 +239,92 @@ static pq_status journal_key(run *r) {
              (unsigned long long)q->calib.seed, g->damp, g->block_size, g->act_order, g->static_groups,
              g->true_sequential, sp->alpha, sp->grid, sp->clip_grid, sp->search_tokens,
              r->hooks.stats & PQ_STAT_XTX ? pq_device_name(dev) : "cpu");
-    PQ_TRY(pq_path_join(paths[0], PATH_CAP, q->model, "config.json"));
-    files[0] = paths[0];
-    for (int i = 0; i < PQ_CKPT_NSIDE_FILES; i++) {
-        PQ_TRY(pq_path_join(paths[1 + i], PATH_CAP, q->model, PQ_CKPT_SIDE_FILES[i]));
-        files[1 + i] = paths[1 + i];
+    for (int i = 0; i <= PQ_CKPT_NSIDE_FILES; i++) { // config.json and the side files
+        PQ_TRY(pq_path_join(r->input_paths[i], PATH_CAP, q->model, i ? PQ_CKPT_SIDE_FILES[i - 1] : "config.json"));
+        files[i] = r->input_paths[i];
     }
     return pq_journal_key(line, files, 1 + PQ_CKPT_NSIDE_FILES, r->key);
 }
 
-static pq_status lock_dir(run *r) {
-    char path[PATH_CAP];
-    PQ_TRY(pq_outdir_path(&r->dir, LOCK, path, sizeof path));
-    r->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    PQ_FAIL_IF(r->lock_fd < 0, PQ_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    PQ_FAIL_IF(flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0, PQ_ERR_ARG,
-               "%s: another pq quantize is writing it (%s is locked)", r->q->out, r->dir.tmp);
+// From here on an error or a signal leaves the temporary directory for
+// --resume (the signal says so).
+static void keep_dir(run *r) {
+    char line[PATH_CAP + 200];
+    r->keep = 1;
+    snprintf(line, sizeof line, "pq quantize: interrupted; the finished blocks are kept in %s (the same command with "
+             "--resume continues)", r->dir.tmp);
+    pq_outdir_keep(&r->dir, line);
+}
+
+// Everything the run reads, into r->spec: the model directory, config.json,
+// the side files, the weight files, the calibration text, the scales file.
+static pq_status collect_inputs(run *r) {
+    const pq_quantize_request *q = r->q;
+    int nf = pq_st_file_count(r->m->st), n = 0, k = 0;
+    r->inputs = malloc((size_t)(4 + PQ_CKPT_NSIDE_FILES + nf) * sizeof *r->inputs);
+    PQ_FAIL_IF(!r->inputs, PQ_ERR_NOMEM, "out of memory");
+    r->inputs[n++] = q->model;
+    PQ_TRY(pq_path_join(r->input_paths[k], PATH_CAP, q->model, "config.json"));
+    r->inputs[n++] = r->input_paths[k++];
+    for (int i = 0; i < PQ_CKPT_NSIDE_FILES; i++) {
+        PQ_TRY(pq_path_join(r->input_paths[k], PATH_CAP, q->model, PQ_CKPT_SIDE_FILES[i]));
+        r->inputs[n++] = r->input_paths[k++];
+    }
+    for (int f = 0; f < nf; f++) r->inputs[n++] = pq_st_file_path(r->m->st, f);
+    if (r->o.calibrated) r->inputs[n++] = q->calib.path;
+    if (q->scales) r->inputs[n++] = q->scales;
+    r->spec.inputs = r->inputs;
+    r->spec.n_inputs = n;
     return PQ_OK;
 }
 
+// Notes the temporary directories of killed runs that opening OUT removed.
+static void note_removed(run *r) {
+    if (r->dir.removed)
+        note(r, "removed %d temporary director%s of killed runs of %s (%s%s)", r->dir.removed,
+             r->dir.removed > 1 ? "ies" : "y", r->q->out, r->dir.removed_first, r->dir.removed > 1 ? ", ..." : "");
+}
+
 // OUT's temporary directory: a new one, or for a calibrated run with resume
-// the interrupted run's (its journal read back), locked either way.
+// the interrupted run's (its journal read back); locked either way.
 static pq_status open_outdir(run *r) {
     const pq_quantize_request *q = r->q;
-    if (!r->o.calibrated) return pq_outdir_begin(&r->dir, q->out, q->force);
-    char tmp[PATH_CAP], path[PATH_CAP];
+    r->spec = (pq_outdir_spec){.final = q->out, .force = q->force,
+                               .resume_marker = r->o.calibrated ? PQ_JOURNAL_NAME : NULL};
+    PQ_TRY(collect_inputs(r));
+    if (!r->o.calibrated) {
+        PQ_TRY(pq_outdir_begin(&r->dir, &r->spec));
+        note_removed(r);
+        return PQ_OK;
+    }
+    char tmp[PATH_CAP];
     int found;
-    PQ_TRY(pq_outdir_find_leftover(q->out, PQ_JOURNAL_NAME, tmp, sizeof tmp, &found));
+    PQ_TRY(pq_outdir_find_leftover(&r->dir, &r->spec, tmp, sizeof tmp, &found));
+    note_removed(r);
     if (found && !q->resume) {
         PQ_FAIL_IF(!q->force, PQ_ERR_ARG,
                    "%s: an interrupted run left %s; pass --resume to continue it or --force to start over", q->out,
                    tmp);
-        PQ_TRY(pq_outdir_adopt(&r->dir, q->out, tmp, q->force));
-        r->keep = 1; // not removed while another process holds it
-        PQ_TRY(lock_dir(r));
+        PQ_TRY(pq_outdir_adopt(&r->dir, &r->spec, tmp)); // not removed while another process holds it
         note(r, "removing the interrupted run's %s (--force)", tmp);
         pq_outdir_abort(&r->dir);
-        r->keep = 0;
-        close(r->lock_fd);
-        r->lock_fd = -1;
         found = 0;
     }
     if (!found) {
         if (q->resume) note(r, "--resume: no interrupted run of %s to continue; starting", q->out);
-        PQ_TRY(pq_outdir_begin(&r->dir, q->out, q->force));
-        return lock_dir(r);
+        return pq_outdir_begin(&r->dir, &r->spec);
     }
-    PQ_TRY(pq_outdir_adopt(&r->dir, q->out, tmp, q->force));
-    r->adopted = r->keep = 1; // whatever fails from here on, the interrupted run stays
-    PQ_TRY(lock_dir(r));
+    PQ_TRY(pq_outdir_adopt(&r->dir, &r->spec, tmp));
+    r->adopted = 1;
+    keep_dir(r); // whatever fails from here on, the interrupted run stays
+    return PQ_OK;
+}
+
+// An adopted directory's journal: read, and refused unless it was made from
+// the same inputs and flags (the key).
+static pq_status read_leftover(run *r) {
+    const pq_quantize_request *q = r->q;
+    char path[PATH_CAP];
     PQ_TRY(pq_outdir_path(&r->dir, PQ_JOURNAL_NAME, path, sizeof path));
     PQ_TRY(pq_journal_read(path, r->m->cfg.n_layers, &r->leftover));
     PQ_FAIL_IF(strcmp(r->leftover.key, r->key) != 0, PQ_ERR_ARG,
@@ -312,7 +350,8 @@ static pq_status begin_checkpoint(run *r) {
     if (!r->o.calibrated) return PQ_OK;
     PQ_TRY(pq_ckpt_sync(r->ck));
     PQ_TRY(write_journal(r));
-    r->keep = r->started = 1;
+    keep_dir(r);
+    r->started = 1;
     return PQ_OK;
 }
 
@@ -375,14 +414,14 @@ static json_t *calibrated_provenance(run *r, const pq_quantize_result *res) {
                      res->max_out_err);
 }
 
-// Before OUT is committed: the journal and lock file leave the directory.
+// Before OUT is committed: the journal leaves the directory, which is then
+// no longer resumable (a failed commit removes it).
 static pq_status finish_journal(run *r) {
     char path[PATH_CAP];
-    const char *names[] = {PQ_JOURNAL_NAME, LOCK};
-    for (int i = 0; i < 2; i++) {
-        PQ_TRY(pq_outdir_path(&r->dir, names[i], path, sizeof path));
-        PQ_FAIL_IF(unlink(path) != 0, PQ_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
-    }
+    PQ_TRY(pq_outdir_path(&r->dir, PQ_JOURNAL_NAME, path, sizeof path));
+    PQ_FAIL_IF(unlink(path) != 0, PQ_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    r->keep = 0;
+    pq_outdir_keep(&r->dir, NULL);
     return PQ_OK;
 }
 
@@ -420,7 +459,6 @@ static pq_status keep_for_resume(run *r, pq_status s) {
     if (!r->keep || !r->dir.tmp[0]) return s;
     if (r->started) pq_fail_context(s, "%s: %d of %d blocks done are kept in %s (fix the cause, then --resume)",
                                     r->q->out, r->blocks_done, r->m->cfg.n_layers, r->dir.tmp);
-    r->dir.tmp[0] = '\0'; // not removed by pq_outdir_abort
     return s;
 }
 
@@ -429,7 +467,7 @@ static void free_run(run *r) {
     pq_ckpt_loaded_free(&r->loaded);
     pq_ckpt_free(r->ck, r->keep);
     pq_outdir_abort(&r->dir);
-    if (r->lock_fd >= 0) close(r->lock_fd);
+    free(r->inputs);
     pq_journal_free(&r->leftover);
     pq_scales_writer_free(r->sw);
     pq_calib_data_free(&r->calib);
@@ -442,7 +480,7 @@ pq_status pq_quantize(const pq_quantize_request *q, pq_quantize_progress progres
                       pq_quantize_result *out) {
     memset(out, 0, sizeof *out);
     double t0 = pq_now();
-    run r = {.q = q, .progress = progress, .ud = ud, .lock_fd = -1};
+    run r = {.q = q, .progress = progress, .ud = ud, .dir = {.lock_fd = -1, .cleanup = -1}};
     pq_status s;
     PQ_TRY(pq_request_resolve(q, 0, &r.o));
     PQ_TRY_GOTO(s, open_source(&r));
@@ -450,10 +488,11 @@ pq_status pq_quantize(const pq_quantize_request *q, pq_quantize_progress progres
         PQ_TRY_GOTO(s, pq_scales_open(q->scales, &r.scales));
         PQ_TRY_GOTO(s, pq_scales_check(r.scales, r.m, r.sha, &r.o.scheme));
     }
+    PQ_TRY_GOTO(s, open_outdir(&r));
     if (r.o.calibrated) PQ_TRY_GOTO(s, load_calibration(&r));
     PQ_TRY_GOTO(s, create_method(&r));
     if (r.o.calibrated) PQ_TRY_GOTO(s, journal_key(&r));
-    PQ_TRY_GOTO(s, open_outdir(&r));
+    if (r.adopted) PQ_TRY_GOTO(s, read_leftover(&r));
     PQ_TRY_GOTO(s, begin_checkpoint(&r));
     PQ_TRY_GOTO(s, r.o.calibrated ? drive(&r, checkpoint_block_done) : uncalibrated_blocks(&r));
     if (q->quantize_head) PQ_TRY_GOTO(s, quantize_head(&r));
@@ -469,7 +508,13 @@ done:
 
 static pq_status calibrate(run *r, pq_calibrate_result *res) {
     const pq_quantize_request *q = r->q;
+    char path[PATH_CAP];
     PQ_TRY(open_source(r));
+    r->spec = (pq_outdir_spec){.final = q->out, .file = 1, .force = q->force};
+    PQ_TRY(collect_inputs(r));
+    PQ_TRY(pq_outdir_begin(&r->dir, &r->spec));
+    note_removed(r);
+    PQ_TRY(pq_outdir_file(&r->dir, path, sizeof path));
     snprintf(res->source_sha256, sizeof res->source_sha256, "%s", r->sha);
     PQ_TRY(load_calibration(r));
     snprintf(res->calib_sha256, sizeof res->calib_sha256, "%s", r->calib.sha256);
@@ -480,20 +525,20 @@ static pq_status calibrate(run *r, pq_calibrate_result *res) {
     pq_calib_describe(r->calib.n, r->calib.len, q->calib.seed, q->calib.mode, calib, sizeof calib);
     pq_scales_meta meta = {r->o.name, res->scheme, params[0] ? params + 2 : "", q->model, r->sha, r->calib.sha256,
                            calib, r->calib.n, r->calib.len, (unsigned long long)q->calib.seed};
-    PQ_TRY(pq_scales_writer_create(q->out, r->m, (pq_smooth_kind)r->o.m->kind, &q->smooth, &r->o.scheme, &meta,
+    PQ_TRY(pq_scales_writer_create(path, r->m, (pq_smooth_kind)r->o.m->kind, &q->smooth, &r->o.scheme, &meta,
                                    &r->sw));
     PQ_TRY(drive(r, scales_block_done));
     res->mem_estimate = r->mem.total, res->peak_rss = r->mem.peak_rss;
-    return pq_scales_writer_commit(r->sw);
+    PQ_TRY(pq_scales_writer_commit(r->sw));
+    return pq_outdir_commit(&r->dir);
 }
 
 pq_status pq_calibrate(const pq_quantize_request *q, pq_quantize_progress progress, void *ud,
                        pq_calibrate_result *out) {
     memset(out, 0, sizeof *out);
     double t0 = pq_now();
-    run r = {.q = q, .progress = progress, .ud = ud, .lock_fd = -1, .cres = out};
+    run r = {.q = q, .progress = progress, .ud = ud, .dir = {.lock_fd = -1, .cleanup = -1}, .cres = out};
     PQ_TRY(pq_request_resolve(q, 1, &r.o));
-    PQ_FAIL_IF(pq_file_exists(q->out) && !q->force, PQ_ERR_ARG, "%s exists (pass --force to replace it)", q->out);
     snprintf(out->method, sizeof out->method, "%s", r.o.name);
     pq_scheme_describe(&r.o.scheme, out->scheme, sizeof out->scheme);
     pq_status s = calibrate(&r, out);

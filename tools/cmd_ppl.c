@@ -1,5 +1,6 @@
 // pq ppl — perplexity of a model (FP16 or packed) on a text file.
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include "eval/ppl.h"
@@ -19,7 +20,7 @@ int main_ppl(int argc, char **argv) {
     const cli_flag flags[] = {
         {.name = "--text", .kind = FLAG_STR, .dst = &job.text, .help = "text file to score (UTF-8)", .metavar = "FILE"},
         {.name = "--ctx", .kind = FLAG_INT, .dst = &job.ctx, .help = "window length in tokens (0: 2048 gptq / 512 "
-             "llamacpp, clamped to the model)", .metavar = "N"},
+             "llamacpp, clamped to the model)", .metavar = "N", .min = 0, .max = 1 << 24},
         {.name = "--protocol", .kind = FLAG_CHOICE, .dst = &protocol, .help = "gptq: papers' table protocol; "
              "llamacpp: llama-perplexity's", .choices = "gptq|llamacpp"},
         {.name = "--bos", .kind = FLAG_BOOL, .dst = &job.bos, .help = "feed BOS at the start of every window",
@@ -27,10 +28,10 @@ int main_ppl(int argc, char **argv) {
         {.name = "--no-bos", .kind = FLAG_BOOL, .dst = &job.bos, .help = "never feed BOS (default: gptq no, "
              "llamacpp as the tokenizer)"},
         {.name = "--max-windows", .kind = FLAG_INT, .dst = &job.max_windows, .help = "score at most N windows (0 = "
-             "all)", .metavar = "N"},
+             "all)", .metavar = "N", .min = 0, .max = INT_MAX},
         {.name = "--device", .kind = FLAG_CHOICE, .dst = &device, .help = "where to run", .choices = "auto|cpu|cuda"},
         {.name = "--threads", .kind = FLAG_INT, .dst = &job.nthreads, .help = "CPU threads (0 = all cores)",
-             .metavar = "N"},
+             .metavar = "N", .min = 0, .max = PQ_MAX_THREADS},
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json, .help = "print the result as JSON", .value = 1},
     };
     cli_command cmd = {"ppl", "MODEL --text FILE [options]", "Perplexity of MODEL on a text file.", flags,

@@ -1,7 +1,10 @@
 // tools/quant_cli.c — the flag rows of pq quantize and pq calibrate (see quant_cli.h).
 #include "tools/quant_cli.h"
 
+#include <limits.h>
 #include <stdio.h>
+
+#include "quant/gptq.h"
 
 enum { Q = 1 << QUANT_CLI_QUANTIZE, C = 1 << QUANT_CLI_CALIBRATE, QC = Q | C };
 
@@ -50,26 +53,29 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
         {QC, {.name = "--calib", .kind = FLAG_STR, .dst = &q->calib.path, .help = "calibrated methods: calibration "
              "text file", .metavar = "FILE", .bit = PQ_ARG_CALIB}},
         {QC, {.name = "--nsamples", .kind = FLAG_INT, .dst = &q->calib.nsamples, .help = "calibrated methods: "
-             "calibration windows", .metavar = "N", .bit = PQ_ARG_NSAMPLES}},
+             "calibration windows", .metavar = "N", .bit = PQ_ARG_NSAMPLES, .min = 1, .max = 1 << 20}},
         {QC, {.name = "--seqlen", .kind = FLAG_INT, .dst = &q->calib.seqlen, .help = "calibrated methods: tokens "
-             "per window (clamped to the model's context)", .metavar = "L", .bit = PQ_ARG_SEQLEN}},
+             "per window (clamped to the model's context)", .metavar = "L", .bit = PQ_ARG_SEQLEN,
+             .min = 2, .max = 1 << 24}},
         {QC, {.name = "--seed", .kind = FLAG_INT, .dst = &a->seed, .help = "calibrated methods: seed of the window "
-             "choice", .metavar = "S", .bit = PQ_ARG_SEED}},
+             "choice", .metavar = "S", .bit = PQ_ARG_SEED, .min = 0, .max = INT_MAX}},
         {QC, {.name = "--calib-mode", .kind = FLAG_CHOICE, .dst = &a->mode, .help = "calibrated methods: windows at "
              "seeded random starts, or consecutive", .choices = "random|concat", .bit = PQ_ARG_CALIB_MODE}},
         {QC, {.name = "--alpha", .kind = FLAG_STR, .dst = &a->alpha, .help = "smoothquant: migration strength in "
              "[0, 1], or auto (searched per group)", .metavar = "A", .bit = PQ_ARG_ALPHA}},
         {QC, {.name = "--awq-grid", .kind = FLAG_INT, .dst = &q->smooth.grid, .help = "awq: alpha candidates i/N "
-             "over [0, 1)", .metavar = "N", .bit = PQ_ARG_AWQ_GRID}},
+             "over [0, 1)", .metavar = "N", .bit = PQ_ARG_AWQ_GRID, .min = 1, .max = 1000}},
         {QC, {.name = "--awq-clip-grid", .kind = FLAG_INT, .dst = &q->smooth.clip_grid, .help = "awq: clip "
-             "candidates 1 - i/N down to 0.5 (0: no clipping)", .metavar = "N", .bit = PQ_ARG_AWQ_CLIP_GRID}},
+             "candidates 1 - i/N down to 0.5 (0: no clipping)", .metavar = "N", .bit = PQ_ARG_AWQ_CLIP_GRID,
+             .min = 0, .max = 1000}},
         {QC, {.name = "--search-tokens", .kind = FLAG_INT, .dst = &q->smooth.search_tokens, .help = "awq, "
              "smoothquant: tokens of whole windows the searches measure their error on", .metavar = "N",
-             .bit = PQ_ARG_SEARCH_TOKENS}},
+             .bit = PQ_ARG_SEARCH_TOKENS, .min = 1, .max = 1 << 30}},
         {Q, {.name = "--damp", .kind = FLAG_DOUBLE, .dst = &q->gptq.damp, .help = "gptq: dampening, a fraction of "
-             "the Hessian's mean diagonal", .metavar = "X", .bit = PQ_ARG_DAMP}},
+             "the Hessian's mean diagonal", .metavar = "X", .bit = PQ_ARG_DAMP,
+             .min = PQ_GPTQ_DAMP_MIN, .max = PQ_GPTQ_DAMP_MAX}},
         {Q, {.name = "--block-size", .kind = FLAG_INT, .dst = &q->gptq.block_size, .help = "gptq: columns per lazy "
-             "batch update", .metavar = "N", .bit = PQ_ARG_BLOCK_SIZE}},
+             "batch update", .metavar = "N", .bit = PQ_ARG_BLOCK_SIZE, .min = 1, .max = 65536}},
         {Q, {.name = "--act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq: columns in "
              "descending order of the Hessian diagonal", .value = 1, .bit = PQ_ARG_ACT_ORDER}},
         {Q, {.name = "--static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq: group "
@@ -83,7 +89,7 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "and the block passes run (gptq; the other methods search on the CPU); cuda without a GPU is an error",
              .choices = "auto|cpu|cuda", .bit = PQ_ARG_DEVICE}},
         {QC, {.name = "--threads", .kind = FLAG_INT, .dst = &q->nthreads, .help = "CPU threads (0 = all cores)",
-             .metavar = "N"}},
+             .metavar = "N", .min = 0, .max = PQ_MAX_THREADS}},
         {QC, {.name = "--json", .kind = FLAG_BOOL, .dst = &a->json, .help = "print the result as JSON", .value = 1}},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -95,10 +101,6 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
 
 int quant_cli_request(quant_cli *a, const char *cmd, const char *model, unsigned seen) {
     pq_quantize_request *q = &a->q;
-    if (a->seed < 0) {
-        fprintf(stderr, "pq %s: --seed %d: must be 0 or more\n", cmd, a->seed);
-        return 2;
-    }
     q->model = model;
     q->given = seen;
     q->calib.seed = (uint64_t)a->seed;

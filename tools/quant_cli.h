@@ -24,7 +24,7 @@ typedef struct {
 void quant_cli_init(quant_cli *a, quant_cli_cmd cmd);
 
 // After cli_parse: the model (argv's positional), the flags seen (their
-// PQ_ARG_* bits) and the values into a->q. Usage errors (a negative seed, a
+// PQ_ARG_* bits) and the values into a->q. Usage errors (a
 // bad --group or --alpha) print one line and return 2; 0 otherwise.
 int quant_cli_request(quant_cli *a, const char *cmd, const char *model, unsigned seen);
 

@@ -197,7 +197,7 @@ expect_fail 2 "--true-sequential: not a flag of --method awq (it is one of gptq)
 expect_fail 2 "--method gptq: pq calibrate runs awq, smoothquant or fp8" "calibrate gptq" -- \
     $PQ calibrate "$FIXTURE" -o "$B" --method gptq $CAL
 expect_fail 2 "-o SCALES and --method are required" "calibrate without --method" -- $PQ calibrate "$FIXTURE" -o "$B" $CAL
-expect_fail 2 "$S exists (pass --force to replace it)" "calibrate onto an existing file" -- \
+expect_fail 2 "$S: already exists (--force replaces it)" "calibrate onto an existing file" -- \
     $PQ calibrate "$FIXTURE" -o "$S" $AWQ --group 32
 if ! nvidia-smi -L >/dev/null 2>&1; then
     # no GPU: --device cuda is an error before any calibration, as in pq ppl (it used to run on the CPU)
@@ -206,8 +206,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     grep -q "memory estimate" "$TMP/err" && fail "calibrate --device cuda without a GPU started calibrating"
 fi
 [ ! -e "$B" ] && [ -z "$(ls -d "$B".* 2>/dev/null)" ] && ok "bad inputs leave nothing behind" || fail "bad inputs left $(ls -d "$B"*)"
-$PQ calibrate --help >"$TMP/help" && grep -q -- '--awq-grid N .*(default: 20)' "$TMP/help" &&
+$PQ calibrate --help >"$TMP/help" && grep -q -- '--awq-grid N .*(default: 20, valid 1..1000)' "$TMP/help" &&
     grep -q -- '--alpha A .*(default: 0.5)' "$TMP/help" && grep -q -- '--act-scale dynamic|static' "$TMP/help" &&
-    grep -q -- '--search-tokens N .*(default: 4096)' "$TMP/help" &&
+    grep -q -- '--search-tokens N .*(default: 4096, valid 1..1073741824)' "$TMP/help" &&
     ok "pq calibrate --help lists its flags with defaults" || fail "calibrate --help: $(cat "$TMP/help")"
 finish

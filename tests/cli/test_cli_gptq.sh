@@ -110,24 +110,26 @@ kill_resume block3 PQ_TEST_KILL_AFTER_BLOCK 3
 kill_resume journal2 PQ_TEST_KILL_AFTER_JOURNAL 2
 kill_resume journal5 PQ_TEST_KILL_AFTER_JOURNAL 5
 
-# a real kill -9 at a random moment of a longer run (64 windows)
+# a real kill -9 at an arbitrary moment of a longer run (64 windows): as soon as the run reports block k
+# (k random in 1..4) on stderr, read through a FIFO, so the kill lands wherever the run has got to by then
+# (no timer: the test waits on the run's own output)
 R="--nsamples 64 --seqlen 256"
-start=$(date +%s%N)
 quantize -o "$TMP/rk_ref" $G $R --group 32
-dur=$(( ($(date +%s%N) - start) / 1000000 ))
-delay=$(awk -v d="$dur" -v r="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.3f", (0.15 + 0.8 * r / 65535) * d / 1000 }')
-$PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 >/dev/null 2>&1 &
+k=$(($(od -An -N1 -tu1 /dev/urandom) % 4 + 1))
+mkfifo "$TMP/progress"
+$PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 >/dev/null 2>"$TMP/progress" &
 pid=$!
-sleep "$delay"
-kill -9 $pid 2>/dev/null
+while IFS= read -r line; do
+    case $line in *"layer $k/5 "*) kill -9 $pid 2>/dev/null; break ;; esac
+done <"$TMP/progress"
 wait $pid 2>/dev/null
 if [ -e "$TMP/rk" ]; then
-    echo "skip - kill -9 after ${delay}s of a ${dur}ms run: it had already finished"
+    echo "skip - kill -9 once block $k was reported: the run had already finished"
 elif $PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 --resume >"$TMP/q_out" 2>"$TMP/q_err" &&
     same_output "$TMP/rk_ref" "$TMP/rk" && no_leftovers "$TMP/rk"; then
-    ok "kill -9 after ${delay}s of a ${dur}ms run, then --resume: byte-identical ($(grep -c 'resumed)$' "$TMP/q_err") blocks re-run)"
+    ok "kill -9 once block $k was reported, then --resume: byte-identical ($(grep -c 'resumed)$' "$TMP/q_err") blocks re-run)"
 else
-    fail "kill -9 after ${delay}s: resume: $(cat "$TMP/q_err")"
+    fail "kill -9 once block $k was reported: resume: $(cat "$TMP/q_err")"
 fi
 
 # other flags on resume refused; --force starts over; a locked leftover refused
@@ -136,13 +138,17 @@ env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 -
 expect_fail 2 "used other inputs or flags" "--resume with another --damp" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --damp 0.02 --resume
 leftover=$(ls -d "$o".pq-tmp-* 2>/dev/null)
-flock "$leftover/pq.lock" sleep 3 &
+# another process holds the leftover's lock (a live run) until told to let go: synchronized on two FIFOs,
+# never on a timer (the holder says it has the lock; the test says when to release it)
+mkfifo "$TMP/held" "$TMP/release"
+flock "$leftover" sh -c "echo locked >'$TMP/held'; cat '$TMP/release' >/dev/null" &
 lockpid=$!
-sleep 0.3
-expect_fail 2 "another pq quantize is writing it" "--resume while another process holds the lock" -- \
+read -r _ <"$TMP/held"
+expect_fail 2 "another pq is writing it" "--resume while another process holds the lock" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --resume
-expect_fail 2 "another pq quantize is writing it" "--force while another process holds the lock" -- \
+expect_fail 2 "another pq is writing it" "--force while another process holds the lock" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --force
+echo release >"$TMP/release"
 wait $lockpid
 [ "$leftover" = "$(ls -d "$o".pq-tmp-* 2>/dev/null)" ] && [ -f "$leftover/pq-journal.json" ] &&
     ok "refused resumes left the interrupted run as it was" || fail "the leftover changed: $(ls -la "$o".pq-tmp-* 2>&1)"
@@ -179,9 +185,9 @@ expect_fail 1 "/nonexistent.txt: cannot open" "missing calibration file" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method gptq --calib /nonexistent.txt
 expect_fail 1 "fewer than one calibration window of 255" "calibration text shorter than one window" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method gptq --calib "$TMP/short.txt" --seqlen 256
-expect_fail 2 "--nsamples 0: need at least one calibration window" "--nsamples 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --nsamples 0
-expect_fail 2 "--seqlen 0: a calibration window needs at least 2 tokens" "--seqlen 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --seqlen 0
-expect_fail 2 "--damp 0: not in (0, 100]" "--damp 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --damp 0
+expect_fail 2 "--nsamples 0: not in 1..1048576" "--nsamples 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --nsamples 0
+expect_fail 2 "--seqlen 0: not in 2..16777216" "--seqlen 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --seqlen 0
+expect_fail 2 "--damp 0: not in [1e-12, 100]" "--damp 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --damp 0
 expect_fail 2 "--block-size 0: not in 1..65536" "--block-size 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --block-size 0
 expect_fail 2 "--bits 9: not in 2..8" "--bits 9" -- $PQ quantize "$FIXTURE" -o "$B" $G --bits 9
 expect_fail 2 "--bits 3: only the weight-only integer schemes" "--bits with w8a8" -- \
@@ -204,7 +210,7 @@ expect_fail 2 "--device: not a flag of --method rtn" "--device with rtn (it runs
     $PQ quantize "$FIXTURE" -o "$B" --device cpu
 expect_fail 2 "--calib-mode: 'shuffle' is not one of the choices" "bad --calib-mode" -- \
     $PQ quantize "$FIXTURE" -o "$B" $G --calib-mode shuffle
-expect_fail 2 "--seed -1: must be 0 or more" "negative --seed" -- $PQ quantize "$FIXTURE" -o "$B" $G --seed -1
+expect_fail 2 "--seed -1: not in 0..2147483647" "negative --seed" -- $PQ quantize "$FIXTURE" -o "$B" $G --seed -1
 # --device cuda: block passes and Hessians on the GPU when there is one (within
 # 2% of the CPU run's PPL: FP16 activations), else one line and exit 1
 if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_out" 2>"$TMP/q_err"; then
@@ -223,8 +229,10 @@ else
     fail "--device cuda: $(cat "$TMP/q_err")"
 fi
 [ ! -e "$B" ] && no_leftovers "$B" && ok "bad inputs leave nothing behind" || fail "bad inputs left $(ls -d "$B"*)"
-$PQ quantize --help >"$TMP/help" && grep -q -- '--calib FILE' "$TMP/help" && grep -q -- '--nsamples N .*(default: 128)' "$TMP/help" &&
-    grep -q -- '--seqlen L .*(default: 2048)' "$TMP/help" && grep -q -- '--damp X .*(default: 0.01)' "$TMP/help" &&
-    grep -q -- '--block-size N .*(default: 128)' "$TMP/help" && grep -q -- '--calib-mode random|concat' "$TMP/help" &&
+$PQ quantize --help >"$TMP/help" && grep -q -- '--calib FILE' "$TMP/help" &&
+    grep -q -- '--nsamples N .*(default: 128, valid 1\.\.1048576)' "$TMP/help" &&
+    grep -q -- '--seqlen L .*(default: 2048, valid 2\.\.16777216)' "$TMP/help" &&
+    grep -q -- '--damp X .*(default: 0.01, valid \[1e-12, 100\])' "$TMP/help" &&
+    grep -q -- '--block-size N .*(default: 128, valid 1\.\.65536)' "$TMP/help" && grep -q -- '--calib-mode random|concat' "$TMP/help" &&
     ok "pq quantize --help lists the GPTQ flags with defaults" || fail "--help: $(cat "$TMP/help")"
 finish

@@ -75,7 +75,7 @@ b=$($PQ ppl "$TMP/z" --text "$TEXT" --bos --ctx 256 --max-windows 5 --device cpu
     fail "zstd-only packed model: '$a' vs '$b'"
 $PQ quantize --help >"$TMP/help" && grep -q -- '--scheme S .*(none: w4a16; ' "$TMP/help" &&
     grep -q -- '--group G .*(default: auto)' "$TMP/help" && grep -q -- '--fp8-scale channel|tensor' "$TMP/help" &&
-    grep -q -- '--threads N .*(default: 0)' "$TMP/help" &&
+    grep -q -- '--threads N .*(default: 0, valid 0..1024)' "$TMP/help" &&
     ok "pq quantize --help lists flags with defaults" || fail "quantize --help: $(cat "$TMP/help")"
 
 # bad input: one line naming the problem, exit 2 for usage, 1 for runtime; nothing at OUT
