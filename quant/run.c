@@ -431,7 +431,7 @@ static pq_status finish_quantize(run *r, pq_quantize_result *out, double t0) {
         out->calibrated = 1;
         out->calib_windows = r->calib.n;
         out->calib_len = r->calib.len;
-        out->resumed_blocks = r->adopted ? r->blocks_done : 0;
+        out->resumed_blocks = r->resumed_blocks;
         out->n_damp_raised = r->damp_raised;
         out->mem_estimate = r->mem.total;
         out->peak_rss = r->mem.peak_rss;

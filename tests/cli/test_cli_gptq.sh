@@ -110,6 +110,33 @@ kill_resume block3 PQ_TEST_KILL_AFTER_BLOCK 3
 kill_resume journal2 PQ_TEST_KILL_AFTER_JOURNAL 2
 kill_resume journal5 PQ_TEST_KILL_AFTER_JOURNAL 5
 
+# --resume --json reports the blocks the interrupted run had finished (issue 10 item 18: it said all of them)
+o=$TMP/k_json
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 >/dev/null 2>&1
+rb=$($PQ quantize "$FIXTURE" -o "$o" $G --group 32 --resume --json 2>/dev/null | jq .resumed_blocks)
+[ "$rb" = 2 ] && ok "--resume --json: resumed_blocks 2 after a kill with 2 of 5 blocks journaled" ||
+    fail "--resume --json: resumed_blocks '$rb' (want 2)"
+
+# a resume whose inputs changed is refused: the journal binds config.json and the tokenizer files too
+# (issue 10 item 3: a changed rms_norm_eps or a cut merges list resumed with layers of two models mixed)
+S3=$TMP/src3
+mkdir -p "$S3" && cp "$FIXTURE"/*.json "$FIXTURE/model.safetensors" "$S3/"
+o=$TMP/k_inputs
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$S3" -o "$o" $G --group 32 >/dev/null 2>&1
+sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-06/' "$S3/config.json"
+expect_fail 2 "used other inputs or flags" "--resume after config.json changed (rms_norm_eps)" -- \
+    $PQ quantize "$S3" -o "$o" $G --group 32 --resume
+cp "$FIXTURE/config.json" "$S3/"
+jq -c '.model.merges |= .[0:100]' "$FIXTURE/tokenizer.json" >"$S3/tokenizer.json"
+expect_fail 2 "used other inputs or flags" "--resume after the tokenizer's merges were cut" -- \
+    $PQ quantize "$S3" -o "$o" $G --group 32 --resume
+cp "$FIXTURE/tokenizer.json" "$S3/"
+quantize_src() { $PQ quantize "$S3" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
+quantize_src -o "$o" $G --group 32 --resume && grep -q "resuming .*: 2 of 5 blocks done" "$TMP/q_err" &&
+    quantize_src -o "$o.ref" $G --group 32 && same_output "$o" "$o.ref" &&
+    ok "with the inputs restored, the same --resume continues to the uninterrupted run's files" ||
+    fail "resume with restored inputs: $(cat "$TMP/q_err")"
+
 # a real kill -9 at an arbitrary moment of a longer run (64 windows): as soon as the run reports block k
 # (k random in 1..4) on stderr, read through a FIFO, so the kill lands wherever the run has got to by then
 # (no timer: the test waits on the run's own output)
