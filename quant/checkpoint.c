@@ -402,7 +402,18 @@ static json_t *scales_provenance(const pq_ckpt *c) {
                      "pq_version", json_string(pq_scales_meta_get(f, "pq.version")));
 }
 
-pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *run, json_t *extra) {
+// Writes doc (not stolen) as indented JSON to `name` in the directory.
+static pq_status write_json(const pq_ckpt *c, const char *name, const json_t *doc) {
+    char *text = json_dumps(doc, JSON_INDENT(2));
+    PQ_FAIL_IF(!text, PQ_ERR_NOMEM, "out of memory");
+    char path[PATH_CAP];
+    pq_status st = pq_path_join(path, sizeof path, c->dir, name);
+    if (st == PQ_OK) st = pq_file_write_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *record, json_t *extra) {
     const pq_scheme *s = c->p.scheme;
     static const char *const ACT[] = {"none (weight only)", "int8 dynamic per token", "fp8 e4m3 dynamic per token",
                                       "int8 static per tensor", "fp8 e4m3 static per tensor"};
@@ -418,17 +429,13 @@ pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *
         (json_int_t)res->quant_bytes, "quantized_linears", res->n_quantized, "ragged_linears", res->n_ragged,
         "rel_error", "mean", res->mean_rel_err, "max", res->max_rel_err, "output_bytes", "model.safetensors",
         (json_int_t)res->out_bytes, "model.safetensors.zst", (json_int_t)res->zst_bytes, "layers", c->layers);
-    int bad = !doc || (c->p.scales && json_object_set_new(doc, "scales", scales_provenance(c)) != 0) ||
-              (run && json_object_update(doc, run) != 0) || (extra && json_object_update(doc, extra) != 0);
-    json_decref(run);
+    int bad = !doc || !record || (c->p.scales && json_object_set_new(doc, "scales", scales_provenance(c)) != 0) ||
+              (extra && json_object_update(doc, extra) != 0);
     json_decref(extra);
-    char *text = bad ? NULL : json_dumps(doc, JSON_INDENT(2));
+    pq_status st = bad ? PQ_FAIL(PQ_ERR_NOMEM, "out of memory") : write_json(c, "pq.json", doc);
+    if (st == PQ_OK) st = write_json(c, "pq-run.json", record);
     json_decref(doc);
-    PQ_FAIL_IF(!text, PQ_ERR_NOMEM, "out of memory");
-    char path[PATH_CAP];
-    pq_status st = pq_path_join(path, sizeof path, c->dir, "pq.json");
-    if (st == PQ_OK) st = pq_file_write_atomic(path, text, strlen(text));
-    free(text);
+    json_decref(record);
     return st;
 }
 

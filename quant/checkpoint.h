@@ -77,11 +77,12 @@ pq_status pq_ckpt_load_block(pq_ckpt *c, int layer, int folded, pq_layer *L, pq_
 // and copies the side files; fills the totals and measured sizes of res.
 pq_status pq_ckpt_commit(pq_ckpt *c, pq_quantize_result *res);
 
-// Writes pq.json: the provenance, the totals and sizes of res, the entries,
-// "seconds" and "threads" from run, and every member of extra (the
-// calibration, the method's object, ...). run and extra are stolen (NULL
-// allowed).
-pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *run, json_t *extra);
+// Writes pq.json: the provenance, the totals and sizes of res, the entries
+// and every member of extra (the calibration, the method's object, ...):
+// what the inputs determine, so it is byte-identical across runs of the same
+// inputs, flags and paths on one machine; and pq-run.json with `record`
+// (seconds, threads, memory: what varies). record and extra are stolen.
+pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *record, json_t *extra);
 
 // The temporary file of model.safetensors (for messages).
 const char *pq_ckpt_tmp_path(const pq_ckpt *c);

@@ -24,9 +24,12 @@
 // ||W - W'||^2 / ||W||^2, measured bits per weight; calibrated methods also
 // the calibration text's SHA-256, windows, seed, the method's parameters and
 // per-linear output error ||WX - W'X||^2 / ||WX||^2 on the calibration
-// inputs, the memory estimate and measured peak), timings. The safetensors
+// inputs) and pq-run.json with what varies from run to run (seconds,
+// threads, the memory estimate and measured peak). The safetensors
 // __metadata__ carries "format": "pt" (which transformers requires) and the
-// provenance known before the data is written.
+// provenance known before the data is written. Every file but pq-run.json
+// is byte-identical for the same inputs, flags and paths on the same
+// machine and backend, for any thread count.
 //
 // Calibrated runs stream block by block through the calibration driver
 // (calib/driver.h) and are resumable: OUT's temporary directory holds a

@@ -394,24 +394,37 @@ static pq_status quantize_head(run *r) {
 }
 
 // pq.json's members of a calibrated run: the calibration, the method's
-// object, the memory and the output error (a new object).
+// object and the output error (a new object).
 static json_t *calibrated_provenance(run *r, const pq_quantize_result *res) {
     const pq_quantize_request *q = r->q;
+    pq_method_summary sum = {.report = &r->mem, .damp_raised = r->damp_raised};
+    return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:o, s:{s:f, s:f}}", "calibration", "file",
+                     q->calib.path, "sha256", r->calib.sha256, "text_tokens", (json_int_t)r->calib.stream_tokens,
+                     "nsamples", r->calib.n, "seqlen", r->calib.len, "seed", (json_int_t)q->calib.seed, "mode",
+                     pq_calib_mode_name(q->calib.mode), r->o.name, r->o.m->provenance(r->state, &sum),
+                     "output_rel_error", "mean", res->mean_out_err, "max", res->max_out_err);
+}
+
+// pq-run.json: what differs from run to run of the same inputs (seconds,
+// threads; a calibrated run's memory estimate and measurements) (a new object).
+static json_t *run_record(run *r, const pq_quantize_result *res) {
     const pq_calib_report *m = &r->mem;
-    pq_method_summary sum = {.report = m, .damp_raised = r->damp_raised};
-    return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                     "s:f, s:f, s:f, s:f}, s:{s:f, s:f}}",
-                     "calibration", "file", q->calib.path, "sha256", r->calib.sha256, "text_tokens",
-                     (json_int_t)r->calib.stream_tokens, "nsamples", r->calib.n, "seqlen", r->calib.len, "seed",
-                     (json_int_t)q->calib.seed, "mode", pq_calib_mode_name(q->calib.mode), r->o.name,
-                     r->o.m->provenance(r->state, &sum), "memory", "estimate_bytes", (json_int_t)m->total,
-                     "peak_rss_bytes", (json_int_t)m->peak_rss, "peak_gpu_bytes", (json_int_t)m->peak_gpu_bytes,
-                     "base_rss_bytes", (json_int_t)m->base_rss, "model_bytes", (json_int_t)m->model_bytes,
-                     "activation_bytes", (json_int_t)m->act_bytes, "scratch_bytes", (json_int_t)m->scratch_bytes,
-                     "statistics_bytes", (json_int_t)m->stats_bytes, "method_bytes", (json_int_t)m->method_bytes,
-                     "seconds_embed", m->t_embed, "seconds_forward", m->t_forward, "seconds_statistics",
-                     m->t_stats, "seconds_method", m->t_method, "output_rel_error", "mean", res->mean_out_err, "max",
-                     res->max_out_err);
+    json_t *o = json_pack("{s:{s:f, s:f, s:f}, s:i}", "seconds", "hash", r->t_hash, "quantize", r->t_quant, "total",
+                          res->seconds, "threads", pq_pool_size(r->pool));
+    if (o && r->o.calibrated &&
+        json_object_set_new(
+            o, "memory",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "estimate_bytes",
+                      (json_int_t)m->total, "peak_rss_bytes", (json_int_t)m->peak_rss, "peak_gpu_bytes",
+                      (json_int_t)m->peak_gpu_bytes, "base_rss_bytes", (json_int_t)m->base_rss, "model_bytes",
+                      (json_int_t)m->model_bytes, "activation_bytes", (json_int_t)m->act_bytes, "scratch_bytes",
+                      (json_int_t)m->scratch_bytes, "statistics_bytes", (json_int_t)m->stats_bytes, "method_bytes",
+                      (json_int_t)m->method_bytes, "seconds_embed", m->t_embed, "seconds_forward", m->t_forward,
+                      "seconds_statistics", m->t_stats, "seconds_method", m->t_method)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 // Before OUT is committed: the journal leaves the directory, which is then
@@ -439,15 +452,13 @@ static pq_status finish_quantize(run *r, pq_quantize_result *out, double t0) {
         out->mean_out_err = out->max_out_err = 0;
     }
     out->seconds = pq_now() - t0;
-    json_t *timing = json_pack("{s:{s:f, s:f, s:f}, s:i}", "seconds", "hash", r->t_hash, "quantize", r->t_quant,
-                               "total", out->seconds, "threads", pq_pool_size(r->pool));
-    json_t *extra = r->o.calibrated ? calibrated_provenance(r, out) : json_object();
-    if (!timing || !extra) {
-        json_decref(timing);
+    json_t *record = run_record(r, out), *extra = r->o.calibrated ? calibrated_provenance(r, out) : json_object();
+    if (!record || !extra) {
+        json_decref(record);
         json_decref(extra);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for pq.json");
     }
-    PQ_TRY(pq_ckpt_provenance(r->ck, out, timing, extra));
+    PQ_TRY(pq_ckpt_provenance(r->ck, out, record, extra));
     if (r->o.calibrated) PQ_TRY(finish_journal(r));
     return pq_outdir_commit(&r->dir);
 }

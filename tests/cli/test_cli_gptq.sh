@@ -46,8 +46,9 @@ j=$out/pq.json
     [ "$(jq .calibration.nsamples "$j")" = 8 ] && [ "$(jq .calibration.seqlen "$j")" = 256 ] &&
     [ "$(jq .calibration.seed "$j")" = 0 ] && [ "$(jq .gptq.damp "$j")" = 0.01 ] &&
     [ "$(jq '[.layers[] | select(.output_rel_error > 0 and .output_rel_error < 1)] | length' "$j")" = 35 ] &&
-    [ "$(jq '.memory.peak_rss_bytes > 0 and .memory.estimate_bytes > 0' "$j")" = true ] &&
-    ok "pq.json: method, calibration sha256 $sha, N, L, seed, damp, 35 per-linear output errors, memory" ||
+    [ "$(jq '.memory.peak_rss_bytes > 0 and .memory.estimate_bytes > 0 and .seconds.total > 0 and .threads > 0' \
+        "$out/pq-run.json")" = true ] && [ "$(jq 'has("memory") or has("seconds") or has("threads")' "$j")" = false ] &&
+    ok "pq.json: method, calibration sha256 $sha, N, L, seed, damp, 35 per-linear output errors; pq-run.json: memory, seconds, threads" ||
     fail "pq.json: $(jq -c '{method, calibration, gptq, l0: .layers[0]}' "$j")"
 [ "$(jq .quantization_config.config_groups.group_0.weights.num_bits "$TMP/gptq3/config.json")" = 3 ] &&
     $PQ inspect "$TMP/gptq3" --summary 2>&1 | grep -q '^quantization: w4a16 g32 sym 3-bit' &&

@@ -59,6 +59,14 @@ done
 quantize_check w8a8 1 -- --scheme w8a8
 quantize_check fp8-dynamic 2 -- --scheme fp8-dynamic
 
+# two runs of the same command: every file byte-identical, pq.json included; what varies (seconds,
+# threads) is in pq-run.json alone (issue 10 item 15: pq.json held the timings)
+$PQ quantize "$FIXTURE" -o "$TMP/r1" --threads 1 >/dev/null 2>&1 && $PQ quantize "$FIXTURE" -o "$TMP/r2" >/dev/null 2>&1 &&
+    same_output "$TMP/r1" "$TMP/r2" && [ "$(jq '.seconds.total > 0 and .threads == 1' "$TMP/r1/pq-run.json")" = true ] &&
+    [ "$(ls "$TMP/r1" | grep -v '^pq-run.json$' | while read -r f; do cmp -s "$TMP/r1/$f" "$TMP/r2/$f" || echo "$f"; done)" = "" ] &&
+    ok "two runs (1 thread, all): every file but pq-run.json byte-identical; pq-run.json has the seconds and threads" ||
+    fail "two runs differ: $(cd "$TMP" && for f in $(ls r1); do cmp r1/$f r2/$f; done 2>&1)"
+
 # the written files: inspect shows the scheme; --json; --zstd read transparently
 $PQ inspect "$TMP/w4a16-g32-asym" --summary >"$TMP/inspect" 2>&1 &&
     grep -q '^quantization: w4a16 g32 asym, compressed-tensors pack-quantized, weight only, ignore \[lm_head\]' "$TMP/inspect" &&
