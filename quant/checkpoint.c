@@ -189,10 +189,10 @@ pq_status pq_ckpt_sync(pq_ckpt *c) { return pq_st_writer_sync(c->w); }
 
 static pq_status record(pq_ckpt *c, const pq_linear *L, json_t *entry) {
     PQ_FAIL_IF(!entry || json_array_append(c->layers, entry) != 0, PQ_ERR_NOMEM, "out of memory");
-    double e = json_real_value(json_object_get(entry, "rel_error"));
+    double e = json_real_value(json_object_get(entry, PQ_JSON_REL_ERR));
     c->err_sum += e;
     c->err_max = e > c->err_max ? e : c->err_max;
-    json_t *o = json_object_get(entry, "output_rel_error");
+    json_t *o = json_object_get(entry, PQ_JSON_OUT_ERR);
     if (o) {
         double v = json_real_value(o);
         c->out_sum += v;
@@ -253,8 +253,8 @@ void pq_ckpt_block_errors(const pq_ckpt *c, int layer, double *rel, double *out)
     int measured = 1;
     for (int k = 0; k < PQ_NLINEAR; k++) {
         json_t *entry = json_array_get(c->layers, (size_t)layer * PQ_NLINEAR + k);
-        json_t *v = json_object_get(entry, "output_rel_error");
-        e += json_real_value(json_object_get(entry, "rel_error"));
+        json_t *v = json_object_get(entry, PQ_JSON_OUT_ERR);
+        e += json_real_value(json_object_get(entry, PQ_JSON_REL_ERR));
         if (v) o += json_real_value(v);
         else measured = 0;
     }
@@ -427,7 +427,7 @@ pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *
         c->p.q->model, "sha256", c->p.source_sha256, "files", pq_st_file_count(c->p.m->st), "bits_per_weight",
         res->bits_per_weight, "quantized_weights", (json_int_t)res->n_weights, "quantized_bytes",
         (json_int_t)res->quant_bytes, "quantized_linears", res->n_quantized, "ragged_linears", res->n_ragged,
-        "rel_error", "mean", res->mean_rel_err, "max", res->max_rel_err, "output_bytes", "model.safetensors",
+        PQ_JSON_REL_ERR, "mean", res->mean_rel_err, "max", res->max_rel_err, "output_bytes", "model.safetensors",
         (json_int_t)res->out_bytes, "model.safetensors.zst", (json_int_t)res->zst_bytes, "layers", c->layers);
     int bad = !doc || !record || (c->p.scales && json_object_set_new(doc, "scales", scales_provenance(c)) != 0) ||
               (extra && json_object_update(doc, extra) != 0);

@@ -12,6 +12,7 @@
 #include "calib/driver.h"
 #include "formats/fileio.h"
 #include "formats/sha256.h"
+#include "quant/quantize.h"
 
 #define JOURNAL_VERSION 2
 #define JOURNAL_MAX_BYTES ((size_t)256 << 20)
@@ -80,8 +81,8 @@ static int entry_ok(json_t *e, size_t i) {
     char want[128];
     snprintf(want, sizeof want, "model.layers.%zu.%s", i / PQ_NLINEAR,
              pq_linear_slot_name((pq_linear_slot)(i % PQ_NLINEAR)));
-    json_t *name = json_object_get(e, "name"), *rel = json_object_get(e, "rel_error"),
-           *out = json_object_get(e, "output_rel_error");
+    json_t *name = json_object_get(e, "name"), *rel = json_object_get(e, PQ_JSON_REL_ERR),
+           *out = json_object_get(e, PQ_JSON_OUT_ERR);
     return json_is_object(e) && json_is_string(name) && strcmp(json_string_value(name), want) == 0 &&
            json_is_real(rel) && json_real_value(rel) >= 0 && (!out || (json_is_real(out) && json_real_value(out) >= 0));
 }

@@ -25,8 +25,8 @@
 //
 // Format: {"pq_journal": 2, "inputs": KEY, "blocks_done": N,
 // "damp_raised": D, "layers": [7 N entries]}; each entry an object with
-// "name" (the linear's module), "rel_error" and optionally
-// "output_rel_error" (reals) and the method's own fields.
+// "name" (the linear's module), PQ_JSON_REL_ERR and optionally
+// PQ_JSON_OUT_ERR (reals, quant/quantize.h) and the method's own fields.
 #ifndef PQ_JOURNAL_H
 #define PQ_JOURNAL_H
 

@@ -51,8 +51,8 @@ typedef struct {
 // One block's result.
 typedef struct {
     const pq_qtensor *q[PQ_NLINEAR];  // the quantized linears, slot order
-    json_t *entry[PQ_NLINEAR];        // their pq.json entries: "name", "rel_error" (||W - W'||^2 / ||W||^2),
-                                      // "output_rel_error" when measured, the method's own fields; borrowed
+    json_t *entry[PQ_NLINEAR];        // their pq.json entries: "name", PQ_JSON_REL_ERR (||W - W'||^2 / ||W||^2),
+                                      // PQ_JSON_OUT_ERR when measured, the method's own fields; borrowed
     const float *folded[PQ_NGROUPS];  // the norm or bias group g's scale folded into (pq_fold_producer),
                                       // exact in the model dtype; NULL: unchanged
     const pq_block_scales *scales;    // the smoothing family: the block's calibration (what pq calibrate writes)

@@ -147,7 +147,7 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
     view.bias = src->bias;
     double rel = weight_error(g, g->w, &view), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
     json_decref(g->entry[slot]);
-    g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, "rel_error", rel, "output_rel_error", out,
+    g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
                                "damp", h->damp, "dead_columns", h->n_dead);
     PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");
     L->lin[slot] = view;

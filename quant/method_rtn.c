@@ -73,7 +73,7 @@ static pq_status block(void *state, int layer, pq_block_out *out) {
         double rel;
         PQ_TRY(pq_qtensor_init(&st->q[k], c->scheme, L->rows, L->cols, pq_linear_dtype(L)));
         PQ_TRY(pq_rtn_quantize(st->w, c->scheme, name, c->pool, &st->q[k], &rel));
-        st->entry[k] = json_pack("{s:s, s:f}", "name", module, "rel_error", rel);
+        st->entry[k] = json_pack("{s:s, s:f}", "name", module, PQ_JSON_REL_ERR, rel);
         PQ_FAIL_IF(!st->entry[k], PQ_ERR_NOMEM, "out of memory");
         out->q[k] = &st->q[k];
         out->entry[k] = st->entry[k];

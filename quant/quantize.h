@@ -73,6 +73,11 @@
 #define PQ_ARG_SEARCH_TOKENS (1u << 15)  // --search-tokens
 #define PQ_ARG_CALIBRATION (PQ_ARG_CALIB | PQ_ARG_NSAMPLES | PQ_ARG_SEQLEN | PQ_ARG_SEED | PQ_ARG_CALIB_MODE)
 
+// The names pq.json, the journal and --json give the two error figures,
+// both squared ratios:
+#define PQ_JSON_REL_ERR "rel_sq_error"        // ||W - W'||^2 / ||W||^2 of a linear's weight
+#define PQ_JSON_OUT_ERR "output_rel_sq_error" // ||WX - W'X||^2 / ||WX||^2 on the calibration inputs
+
 // The scheme asked for (formats/scheme.h builds it).
 typedef struct {
     const char *name;   // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic", "fp8-static"; NULL: the method's

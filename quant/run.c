@@ -176,7 +176,7 @@ static pq_status scales_block_done(void *ud, int layer, int resumed) {
     pq_status s = pq_scales_writer_put(r->sw, layer, b.scales);
     double blk = 0;
     for (int k = 0; k < PQ_NLINEAR; k++) {
-        double v = json_real_value(json_object_get(b.entry[k], "output_rel_error"));
+        double v = json_real_value(json_object_get(b.entry[k], PQ_JSON_OUT_ERR));
         r->out_sum += v, r->n_out++;
         blk += v / PQ_NLINEAR;
         r->cres->max_out_err = v > r->cres->max_out_err ? v : r->cres->max_out_err;
@@ -386,7 +386,7 @@ static pq_status quantize_head(run *r) {
     if (s == PQ_OK) s = pq_rtn_quantize(w, &r->o.scheme, name, r->pool, &q, &rel);
     pq_free(w);
     r->t_quant += pq_now() - t0;
-    json_t *e = s == PQ_OK ? json_pack("{s:s, s:f}", "name", "lm_head", "rel_error", rel) : NULL;
+    json_t *e = s == PQ_OK ? json_pack("{s:s, s:f}", "name", "lm_head", PQ_JSON_REL_ERR, rel) : NULL;
     if (s == PQ_OK) s = e ? pq_ckpt_put_linear(r->ck, "lm_head", L, &q, e) : PQ_FAIL(PQ_ERR_NOMEM, "out of memory");
     json_decref(e);
     pq_qtensor_free(&q);
@@ -402,7 +402,7 @@ static json_t *calibrated_provenance(run *r, const pq_quantize_result *res) {
                      q->calib.path, "sha256", r->calib.sha256, "text_tokens", (json_int_t)r->calib.stream_tokens,
                      "nsamples", r->calib.n, "seqlen", r->calib.len, "seed", (json_int_t)q->calib.seed, "mode",
                      pq_calib_mode_name(q->calib.mode), r->o.name, r->o.m->provenance(r->state, &sum),
-                     "output_rel_error", "mean", res->mean_out_err, "max", res->max_out_err);
+                     PQ_JSON_OUT_ERR, "mean", res->mean_out_err, "max", res->max_out_err);
 }
 
 // pq-run.json: what differs from run to run of the same inputs (seconds,

@@ -88,8 +88,8 @@ pq_status pq_smooth_method_result(void *state, int layer, pq_block_out *out) {
     for (int k = 0; k < PQ_NLINEAR; k++) {
         pq_method_module(module, sizeof module, layer, (pq_linear_slot)k);
         int g = pq_fold_group_of((pq_linear_slot)k);
-        json_t *e = json_pack("{s:s, s:f}", "name", module, "rel_error", qb->rel_err[k]);
-        if (e && qb->out_err[k] >= 0) json_object_set_new(e, "output_rel_error", json_real(qb->out_err[k]));
+        json_t *e = json_pack("{s:s, s:f}", "name", module, PQ_JSON_REL_ERR, qb->rel_err[k]);
+        if (e && qb->out_err[k] >= 0) json_object_set_new(e, PQ_JSON_OUT_ERR, json_real(qb->out_err[k]));
         if (e && sc->alpha[g] >= 0) json_object_set_new(e, "alpha", json_real(sc->alpha[g]));
         if (e && qb->q[k].input_scale > 0) json_object_set_new(e, "input_scale", json_real(qb->q[k].input_scale));
         PQ_FAIL_IF(!e, PQ_ERR_NOMEM, "out of memory");

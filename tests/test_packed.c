@@ -504,7 +504,7 @@ static void test_provenance(void) {
     double bpw = json_real_value(json_object_get(doc, "bits_per_weight"));
     PQ_CHECK(doc && !strcmp(json_string_value(json_object_get(json_object_get(doc, "source"), "sha256")), hex) &&
                  !strcmp(r.source_sha256, hex) && json_array_size(layers) == 35 &&
-                 json_real_value(json_object_get(json_array_get(layers, 0), "rel_error")) > 0 &&
+                 json_real_value(json_object_get(json_array_get(layers, 0), PQ_JSON_REL_ERR)) > 0 &&
                  !strcmp(json_string_value(json_object_get(doc, "method")), "rtn"),
              "pq.json: source sha256, 35 per-linear errors, method");
     // measured on the file = the scheme's accounting summed over the linears

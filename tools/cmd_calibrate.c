@@ -13,7 +13,7 @@ static void progress(void *ud, const pq_quantize_event *e) {
         return;
     }
     char extra[64];
-    snprintf(extra, sizeof extra, "output err %.3e", e->layer_out_err);
+    snprintf(extra, sizeof extra, "output rel sq err %.3e", e->layer_out_err);
     if (bar->tty) cli_progress_update(bar, e->done, e->total, extra);
     else fprintf(stderr, "pq calibrate: layer %d/%d %s\n", e->done, e->total, extra); // one line per layer
 }
@@ -47,12 +47,12 @@ int main_calibrate(int argc, char **argv) {
         return cli_print_json(
             "calibrate",
             json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:f}", "out", a.q.out,
-                      "method", r.method, "scheme", r.scheme, "blocks", r.blocks, "output_rel_error_mean",
-                      r.mean_out_err, "output_rel_error_max", r.max_out_err, "calibration_windows", r.calib_windows,
+                      "method", r.method, "scheme", r.scheme, "blocks", r.blocks, PQ_JSON_OUT_ERR "_mean",
+                      r.mean_out_err, PQ_JSON_OUT_ERR "_max", r.max_out_err, "calibration_windows", r.calib_windows,
                       "calibration_seqlen", r.calib_len, "calibration_sha256", r.calib_sha256, "source_sha256",
                       r.source_sha256, "bytes", (json_int_t)r.bytes, "memory_estimate_bytes",
                       (json_int_t)r.mem_estimate, "peak_rss_bytes", (json_int_t)r.peak_rss, "seconds", r.seconds));
-    printf("%s: %s %s scales of %d blocks, output err mean %.3e max %.3e on %d x %d calibration tokens, %llu "
+    printf("%s: %s %s scales of %d blocks, output rel sq err mean %.3e max %.3e on %d x %d calibration tokens, %llu "
            "bytes, %.2f s\n", a.q.out, r.method, r.scheme, r.blocks, r.mean_out_err, r.max_out_err, r.calib_windows,
            r.calib_len, r.bytes, r.seconds);
     return 0;

@@ -18,8 +18,8 @@ static void progress(void *ud, const pq_quantize_event *e) {
         return;
     }
     char extra[96];
-    int n = snprintf(extra, sizeof extra, "rel err %.3e", e->layer_rel_err);
-    if (e->layer_out_err >= 0) snprintf(extra + n, sizeof extra - n, ", output err %.3e%s", e->layer_out_err,
+    int n = snprintf(extra, sizeof extra, "rel sq err %.3e", e->layer_rel_err);
+    if (e->layer_out_err >= 0) snprintf(extra + n, sizeof extra - n, ", output rel sq err %.3e%s", e->layer_out_err,
                                         e->resumed ? " (resumed)" : "");
     if (ps->bar.tty) cli_progress_update(&ps->bar, e->done, e->total, extra);
     else fprintf(stderr, "pq quantize: layer %d/%d %s\n", e->done, e->total, extra); // one line per layer
@@ -31,13 +31,14 @@ static int print_result(const pq_quantize_request *q, const pq_quantize_result *
                               q->out, "scheme", r->scheme, "method", r->method, "format", r->format,
                               "quantized_linears", r->n_quantized, "ragged_linears", r->n_ragged, "quantized_weights",
                               (json_int_t)r->n_weights, "quantized_bytes", (json_int_t)r->quant_bytes,
-                              "bits_per_weight", r->bits_per_weight, "rel_error_mean", r->mean_rel_err,
-                              "rel_error_max", r->max_rel_err, "output_bytes", (json_int_t)r->out_bytes, "zst_bytes",
+                              "bits_per_weight", r->bits_per_weight, PQ_JSON_REL_ERR "_mean", r->mean_rel_err,
+                              PQ_JSON_REL_ERR "_max", r->max_rel_err, "output_bytes", (json_int_t)r->out_bytes,
+                              "zst_bytes",
                               (json_int_t)r->zst_bytes, "source_sha256", r->source_sha256, "seconds", r->seconds);
         if (o && r->calibrated &&
             json_object_update_new(
-                o, json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I, s:I}", "output_rel_error_mean", r->mean_out_err,
-                             "output_rel_error_max", r->max_out_err, "calibration_windows", r->calib_windows,
+                o, json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I, s:I}", PQ_JSON_OUT_ERR "_mean", r->mean_out_err,
+                             PQ_JSON_OUT_ERR "_max", r->max_out_err, "calibration_windows", r->calib_windows,
                              "calibration_seqlen", r->calib_len, "resumed_blocks", r->resumed_blocks, "damp_raised",
                              r->n_damp_raised, "memory_estimate_bytes", (json_int_t)r->mem_estimate, "peak_rss_bytes",
                              (json_int_t)r->peak_rss)) != 0) {
@@ -46,11 +47,12 @@ static int print_result(const pq_quantize_request *q, const pq_quantize_result *
         }
         return cli_print_json("quantize", o);
     }
-    printf("%s: %s (%s), %d linears at %.4f bits per weight, rel err mean %.3e max %.3e, %llu bytes", q->out,
+    printf("%s: %s (%s), %d linears at %.4f bits per weight, rel sq err mean %.3e max %.3e, %llu bytes", q->out,
            r->scheme, r->format, r->n_quantized, r->bits_per_weight, r->mean_rel_err, r->max_rel_err, r->out_bytes);
     if (r->zst_bytes) printf(" (zstd %llu, ratio %.3f)", r->zst_bytes, (double)r->out_bytes / (double)r->zst_bytes);
     if (r->calibrated)
-        printf(", output err mean %.3e max %.3e on %d x %d calibration tokens, peak %.1f MiB (estimate %.1f MiB)",
+        printf(", output rel sq err mean %.3e max %.3e on %d x %d calibration tokens, peak %.1f MiB "
+               "(estimate %.1f MiB)",
                r->mean_out_err, r->max_out_err, r->calib_windows, r->calib_len, r->peak_rss / 1048576.0,
                r->mem_estimate / 1048576.0);
     printf(", %.2f s\n", r->seconds);

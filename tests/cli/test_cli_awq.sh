@@ -50,9 +50,9 @@ echo "$h" | jq -e '."model.layers.0.smooth.q_k_v".shape == [64] and ."model.laye
     fail "scales tensors: $(echo "$h" | jq -c 'del(.__metadata__) | to_entries[0:12] | map({(.key): .value.shape}) | add')"
 j=$TMP/awq_g32_sym/pq.json
 [ "$(jq -r .method "$j")" = awq ] && [ "$(jq .awq.grid "$j")" = 20 ] && [ "$(jq .calibration.sha256 -r "$j")" = "$sha" ] &&
-    [ "$(jq '[.layers[] | select(.alpha >= 0 and .alpha < 1 and .output_rel_error > 0)] | length' "$j")" = 30 ] &&
+    [ "$(jq '[.layers[] | select(.alpha >= 0 and .alpha < 1 and .output_rel_sq_error > 0)] | length' "$j")" = 30 ] &&
     [ "$(jq '[.layers[] | select((.name | endswith("o_proj")) and .alpha == null)] | length' "$j")" = 5 ] &&
-    grep -q '^pq quantize: layer 5/5 rel err [0-9.e+-]*, output err [0-9.e+-]*$' "$TMP/q_err" &&
+    grep -q '^pq quantize: layer 5/5 rel sq err [0-9.e+-]*, output rel sq err [0-9.e+-]*$' "$TMP/q_err" &&
     ok "pq.json: method awq, grid, calibration sha256, output errors, an alpha per linear but o_proj (GQA: not scaled)" ||
     fail "awq pq.json: $(jq -c '{method, awq, l0: .layers[0]}' "$j")"
 # the source stored as model.safetensors.zst alone is the same model (its hash is of the decompressed bytes)

@@ -36,7 +36,7 @@ out=$TMP/gptq4
 quantize -o "$TMP/echo" $G --group 32 --act-order
 head -n 1 "$TMP/q_err" | grep -q "^pq quantize: $FIXTURE -> $TMP/echo: gptq w4a16 g32 sym (pack-quantized), calibration $CALIB 8 x 256 tokens (random, seed 0), damp 0.01, block 128, act-order" &&
     grep -q '^pq quantize: memory estimate [0-9.]* MiB: ' "$TMP/q_err" &&
-    [ "$(grep -c '^pq quantize: layer [1-5]/5 rel err [0-9.e+-]*, output err [0-9.e+-]*$' "$TMP/q_err")" -eq 5 ] &&
+    [ "$(grep -c '^pq quantize: layer [1-5]/5 rel sq err [0-9.e+-]*, output rel sq err [0-9.e+-]*$' "$TMP/q_err")" -eq 5 ] &&
     grep -q '^pq quantize: peak memory [0-9.]* MiB (estimate [0-9.]* MiB, ratio [0-9.]*)$' "$TMP/q_err" &&
     ok "stderr: the configuration, the memory estimate, one line per layer with its output error, the peak" ||
     fail "stderr: $(cat "$TMP/q_err")"
@@ -45,7 +45,7 @@ j=$out/pq.json
 [ "$(jq -r .method "$j")" = gptq ] && [ "$(jq -r .calibration.sha256 "$j")" = "$sha" ] &&
     [ "$(jq .calibration.nsamples "$j")" = 8 ] && [ "$(jq .calibration.seqlen "$j")" = 256 ] &&
     [ "$(jq .calibration.seed "$j")" = 0 ] && [ "$(jq .gptq.damp "$j")" = 0.01 ] &&
-    [ "$(jq '[.layers[] | select(.output_rel_error > 0 and .output_rel_error < 1)] | length' "$j")" = 35 ] &&
+    [ "$(jq '[.layers[] | select(.output_rel_sq_error > 0 and .output_rel_sq_error < 1)] | length' "$j")" = 35 ] &&
     [ "$(jq '.memory.peak_rss_bytes > 0 and .memory.estimate_bytes > 0 and .seconds.total > 0 and .threads > 0' \
         "$out/pq-run.json")" = true ] && [ "$(jq 'has("memory") or has("seconds") or has("threads")' "$j")" = false ] &&
     ok "pq.json: method, calibration sha256 $sha, N, L, seed, damp, 35 per-linear output errors; pq-run.json: memory, seconds, threads" ||
