@@ -28,7 +28,8 @@
 #include "kernels/simd.h"
 
 #define L 8
-#define TAIL (9 * 16) 
+#define TAIL (9 * 16) // columns in at most 9 words
+
 static int ngroups(const pq_qpack *w) { return pq_qpack_ngroups(w->cols, w->group); }
 
 // Columns c0..c0+n of row r as f32, bit-exact with pq_qpack_value.

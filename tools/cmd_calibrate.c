@@ -5,19 +5,6 @@
 #include "tools/commands.h"
 #include "tools/quant_cli.h"
 
-static void progress(void *ud, const pq_quantize_event *e) {
-    cli_progress *bar = ud;
-    if (e->kind == PQ_QUANTIZE_NOTE) {
-        if (bar->tty) fputc('\n', stderr);
-        fprintf(stderr, "pq calibrate: %s\n", e->note);
-        return;
-    }
-    char extra[64];
-    snprintf(extra, sizeof extra, "output rel sq err %.3e", e->layer_out_err);
-    if (bar->tty) cli_progress_update(bar, e->done, e->total, extra);
-    else fprintf(stderr, "pq calibrate: layer %d/%d %s\n", e->done, e->total, extra); // one line per layer
-}
-
 int main_calibrate(int argc, char **argv) {
     quant_cli a;
     quant_cli_init(&a, QUANT_CLI_CALIBRATE);
@@ -41,7 +28,7 @@ int main_calibrate(int argc, char **argv) {
     cli_progress bar;
     cli_progress_init(&bar, "pq calibrate:");
     pq_calibrate_result r;
-    s = pq_calibrate(&a.q, progress, &bar, &r);
+    s = pq_calibrate(&a.q, quant_cli_progress, &bar, &r);
     if (s != PQ_OK) return cli_fail("calibrate", s);
     if (a.json)
         return cli_print_json(

@@ -6,25 +6,6 @@
 #include "tools/commands.h"
 #include "tools/quant_cli.h"
 
-typedef struct {
-    cli_progress bar;
-} progress_state;
-
-static void progress(void *ud, const pq_quantize_event *e) {
-    progress_state *ps = ud;
-    if (e->kind == PQ_QUANTIZE_NOTE) {
-        if (ps->bar.tty) fputc('\n', stderr);
-        fprintf(stderr, "pq quantize: %s\n", e->note);
-        return;
-    }
-    char extra[96];
-    int n = snprintf(extra, sizeof extra, "rel sq err %.3e", e->layer_rel_err);
-    if (e->layer_out_err >= 0) snprintf(extra + n, sizeof extra - n, ", output rel sq err %.3e%s", e->layer_out_err,
-                                        e->resumed ? " (resumed)" : "");
-    if (ps->bar.tty) cli_progress_update(&ps->bar, e->done, e->total, extra);
-    else fprintf(stderr, "pq quantize: layer %d/%d %s\n", e->done, e->total, extra); // one line per layer
-}
-
 static int print_result(const pq_quantize_request *q, const pq_quantize_result *r, int json) {
     if (json) {
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:s, s:f}", "out",
@@ -80,10 +61,10 @@ int main_quantize(int argc, char **argv) {
     if (s != PQ_OK) return cli_fail("quantize", s);
     fprintf(stderr, "pq quantize: %s\n", line);
     signal(SIGXFSZ, SIG_IGN); // a file size limit then fails the write (EFBIG), reported like a full disk
-    progress_state ps;
-    cli_progress_init(&ps.bar, "pq quantize:");
+    cli_progress bar;
+    cli_progress_init(&bar, "pq quantize:");
     pq_quantize_result r;
-    s = pq_quantize(&a.q, progress, &ps, &r);
+    s = pq_quantize(&a.q, quant_cli_progress, &bar, &r);
     if (s != PQ_OK) return cli_fail("quantize", s);
     rc = print_result(&a.q, &r, a.json);
     if (r.n_ragged)

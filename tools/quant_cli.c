@@ -114,3 +114,20 @@ int quant_cli_request(quant_cli *a, const char *cmd, const char *model, unsigned
     if (s != PQ_OK) return cli_fail(cmd, s);
     return 0;
 }
+
+void quant_cli_progress(void *ud, const pq_quantize_event *e) {
+    cli_progress *bar = ud;
+    if (e->kind == PQ_QUANTIZE_NOTE) {
+        if (bar->tty) fputc('\n', stderr);
+        fprintf(stderr, "%s %s\n", bar->label, e->note);
+        return;
+    }
+    char extra[128];
+    int n = 0;
+    if (e->layer_rel_err >= 0) n = snprintf(extra, sizeof extra, "rel sq err %.3e", e->layer_rel_err);
+    if (e->layer_out_err >= 0)
+        snprintf(extra + n, sizeof extra - n, "%soutput rel sq err %.3e%s", n ? ", " : "", e->layer_out_err,
+                 e->resumed ? " (resumed)" : "");
+    if (bar->tty) cli_progress_update(bar, e->done, e->total, extra);
+    else fprintf(stderr, "%s layer %d/%d %s\n", bar->label, e->done, e->total, extra); // one line per layer
+}

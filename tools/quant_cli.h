@@ -23,6 +23,11 @@ typedef struct {
 // The defaults and the flag rows of command cmd (pointing into a).
 void quant_cli_init(quant_cli *a, quant_cli_cmd cmd);
 
+// The progress callback of both commands (ud: a cli_progress labelled
+// "pq <cmd>:"): a NOTE on its own line, a LAYER as a bar on a terminal or
+// one line per layer, with the errors the event carries.
+void quant_cli_progress(void *ud, const pq_quantize_event *e);
+
 // After cli_parse: the model (argv's positional), the flags seen (their
 // PQ_ARG_* bits) and the values into a->q. Usage errors (a
 // bad --group or --alpha) print one line and return 2; 0 otherwise.
