@@ -146,10 +146,8 @@ struct pq_scales_file {
     size_t cap;      // floats in buf
 };
 
-pq_status pq_scales_open(const char *path, pq_scales_file **out) {
-    *out = NULL;
-    pq_st *st;
-    PQ_TRY(pq_st_open(path, &st));
+// Takes st (an opened safetensors image) as the scales file `path`.
+static pq_status adopt(pq_st *st, const char *path, pq_scales_file **out) {
     const char *kind = pq_st_metadata(st, "pq.kind");
     if (!kind || strcmp(kind, "scales") != 0) {
         pq_st_close(st);
@@ -165,6 +163,20 @@ pq_status pq_scales_open(const char *path, pq_scales_file **out) {
     f->st = st;
     *out = f;
     return PQ_OK;
+}
+
+pq_status pq_scales_open(const char *path, pq_scales_file **out) {
+    *out = NULL;
+    pq_st *st;
+    PQ_TRY(pq_st_open(path, &st));
+    return adopt(st, path, out);
+}
+
+pq_status pq_scales_open_buffer(const void *data, size_t len, const char *name, pq_scales_file **out) {
+    *out = NULL;
+    pq_st *st;
+    PQ_TRY(pq_st_open_buffer(data, len, name, &st));
+    return adopt(st, name, out);
 }
 
 void pq_scales_close(pq_scales_file *f) {

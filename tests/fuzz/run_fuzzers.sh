@@ -23,7 +23,7 @@ mkdir -p "$OUT/obj" "$OUT/crashes" "$OUT/corpus"
 
 # the library, instrumented; an archive so each target links only what it uses
 objs=""
-for src in common/*.c formats/*.c kernels/*.c eval/*.c calib/*.c quant/*.c; do
+for src in common/*.c formats/*.c formats/tokenizer/*.c kernels/*.c eval/*.c calib/*.c quant/*.c; do
     [ -f "$src" ] || continue
     case $src in
         *_avx2.c) isa=$AVX2_FLAGS ;;
