@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "calib/driver.h"
@@ -17,12 +18,19 @@
 #define JOURNAL_VERSION 2
 #define JOURNAL_MAX_BYTES ((size_t)256 << 20)
 
-// SHA-256 of a file's bytes into hex; *absent when it does not exist.
+// SHA-256 of a file's bytes into hex; *absent when it does not exist or is
+// not a regular file (a FIFO is never waited on: the output copies regular
+// files only, formats/fileio.h's pq_file_exists).
 static pq_status file_sha256(const char *path, char hex[65], int *absent) {
     *absent = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) return *absent = 1, PQ_OK;
     PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return *absent = 1, PQ_OK;
+    }
     pq_sha256 h;
     pq_sha256_init(&h);
     char buf[1 << 16];
