@@ -224,6 +224,9 @@ void cli_signals(const char *cmd) {
     sa.sa_sigaction = on_bus;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGBUS, &sa, NULL);
+    // a file size limit (ulimit -f) fails the write with EFBIG, reported like
+    // a full disk and cleaned up, instead of killing the process mid-write
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int cli_finish_stdout(const char *cmd, int rc) {

@@ -70,7 +70,8 @@ extern const char *const CLI_DEVICE_CHOICES;
 // temporary outputs registered in common/cleanup.h (a resumable run's is
 // kept, with a line saying so) and end the process by the signal; SIGBUS in
 // a mapped input file (truncated while pq reads it) prints one line naming
-// the file, removes the temporary outputs and exits 1.
+// the file, removes the temporary outputs and exits 1. SIGXFSZ is ignored:
+// a write past a file size limit fails (EFBIG) like one to a full disk.
 void cli_signals(const char *cmd);
 
 // After a command: its results must have reached stdout. A write error

@@ -8,27 +8,13 @@
 int main_calibrate(int argc, char **argv) {
     quant_cli a;
     quant_cli_init(&a, QUANT_CLI_CALIBRATE);
-    const char *pos[1];
-    unsigned seen = 0;
-    cli_command cmd = {"calibrate", "MODEL --calib FILE --method awq|smoothquant|fp8 -o SCALES [options]",
-                       "Calibrate MODEL and write the per-channel scales (AWQ clip values, static activation scales) "
-                       "that pq quantize --scales applies.",
-                       a.flags, a.n_flags, 1, pos, &seen};
-    int rc = cli_parse(&cmd, argc, argv);
-    if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!a.q.out || !a.q.method) {
-        fprintf(stderr, "pq calibrate: -o SCALES and --method are required (see pq calibrate --help)\n");
-        return 2;
-    }
-    if ((rc = quant_cli_request(&a, "calibrate", pos[0], seen)) != 0) return rc;
-    char line[1024];
-    pq_status s = pq_quantize_describe(&a.q, 1, line, sizeof line);
-    if (s != PQ_OK) return cli_fail("calibrate", s);
-    fprintf(stderr, "pq calibrate: %s\n", line);
     cli_progress bar;
-    cli_progress_init(&bar, "pq calibrate:");
+    int rc = quant_cli_start(&a, argc, argv, "MODEL --calib FILE --method awq|smoothquant|fp8 -o SCALES [options]",
+                             "Calibrate MODEL and write the per-channel scales (AWQ clip values, static activation "
+                             "scales) that pq quantize --scales applies.", &bar);
+    if (rc >= 0) return rc;
     pq_calibrate_result r;
-    s = pq_calibrate(&a.q, quant_cli_progress, &bar, &r);
+    pq_status s = pq_calibrate(&a.q, quant_cli_progress, &bar, &r);
     if (s != PQ_OK) return cli_fail("calibrate", s);
     if (a.json)
         return cli_print_json(

@@ -1,6 +1,5 @@
 // pq quantize — quantize a model and write a compressed-tensors checkpoint.
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 
 #include "tools/commands.h"
@@ -43,28 +42,13 @@ static int print_result(const pq_quantize_request *q, const pq_quantize_result *
 int main_quantize(int argc, char **argv) {
     quant_cli a;
     quant_cli_init(&a, QUANT_CLI_QUANTIZE);
-    const char *pos[1];
-    unsigned seen = 0;
-    cli_command cmd = {"quantize", "MODEL -o OUT [options]",
-                       "Quantize MODEL (FP16/BF16/F32) and write OUT, a compressed-tensors checkpoint "
-                       "(vLLM / SGLang load it; so does pq ppl).",
-                       a.flags, a.n_flags, 1, pos, &seen};
-    int rc = cli_parse(&cmd, argc, argv);
-    if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!a.q.out) {
-        fprintf(stderr, "pq quantize: -o OUT is required (see pq quantize --help)\n");
-        return 2;
-    }
-    if ((rc = quant_cli_request(&a, "quantize", pos[0], seen)) != 0) return rc;
-    char line[1024];
-    pq_status s = pq_quantize_describe(&a.q, 0, line, sizeof line);
-    if (s != PQ_OK) return cli_fail("quantize", s);
-    fprintf(stderr, "pq quantize: %s\n", line);
-    signal(SIGXFSZ, SIG_IGN); // a file size limit then fails the write (EFBIG), reported like a full disk
     cli_progress bar;
-    cli_progress_init(&bar, "pq quantize:");
+    int rc = quant_cli_start(&a, argc, argv, "MODEL -o OUT [options]",
+                             "Quantize MODEL (FP16/BF16/F32) and write OUT, a compressed-tensors checkpoint "
+                             "(vLLM / SGLang load it; so does pq ppl).", &bar);
+    if (rc >= 0) return rc;
     pq_quantize_result r;
-    s = pq_quantize(&a.q, quant_cli_progress, &bar, &r);
+    pq_status s = pq_quantize(&a.q, quant_cli_progress, &bar, &r);
     if (s != PQ_OK) return cli_fail("quantize", s);
     rc = print_result(&a.q, &r, a.json);
     if (r.n_ragged)

@@ -15,7 +15,8 @@ typedef struct {
 } row;
 
 void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
-    *a = (quant_cli){.q = pq_quantize_default_request(), .group = "auto", .alpha = "0.5", .device = PQ_DEVICE_AUTO};
+    *a = (quant_cli){.cmd = cmd, .q = pq_quantize_default_request(), .group = "auto", .alpha = "0.5",
+                     .device = PQ_DEVICE_AUTO};
     pq_quantize_request *q = &a->q;
     const row rows[] = {
         {Q, {.name = "-o", .kind = FLAG_STR, .dst = &q->out, .help = "output directory (required; must not exist "
@@ -99,7 +100,9 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
     }
 }
 
-int quant_cli_request(quant_cli *a, const char *cmd, const char *model, unsigned seen) {
+// The model (argv's positional), the flags seen (their PQ_ARG_* bits) and
+// the values into a->q; a bad --group or --alpha is a usage error (2).
+static int request(quant_cli *a, const char *cmd, const char *model, unsigned seen) {
     pq_quantize_request *q = &a->q;
     q->model = model;
     q->given = seen;
@@ -113,6 +116,28 @@ int quant_cli_request(quant_cli *a, const char *cmd, const char *model, unsigned
     if (s == PQ_OK) s = pq_quantize_parse_alpha(a->alpha, &q->smooth.alpha);
     if (s != PQ_OK) return cli_fail(cmd, s);
     return 0;
+}
+
+int quant_cli_start(quant_cli *a, int argc, char **argv, const char *usage, const char *help, cli_progress *bar) {
+    const int calibrate = a->cmd == QUANT_CLI_CALIBRATE;
+    const char *cmd = calibrate ? "calibrate" : "quantize";
+    const char *pos[1];
+    unsigned seen = 0;
+    cli_command c = {cmd, usage, help, a->flags, a->n_flags, 1, pos, &seen};
+    int rc = cli_parse(&c, argc, argv);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    if (!a->q.out || (calibrate && !a->q.method)) {
+        fprintf(stderr, "pq %s: %s required (see pq %s --help)\n", cmd,
+                calibrate ? "-o SCALES and --method are" : "-o OUT is", cmd);
+        return 2;
+    }
+    if ((rc = request(a, cmd, pos[0], seen)) != 0) return rc;
+    char line[1024];
+    pq_status s = pq_quantize_describe(&a->q, calibrate, line, sizeof line);
+    if (s != PQ_OK) return cli_fail(cmd, s);
+    fprintf(stderr, "pq %s: %s\n", cmd, line);
+    cli_progress_init(bar, calibrate ? "pq calibrate:" : "pq quantize:");
+    return -1;
 }
 
 void quant_cli_progress(void *ud, const pq_quantize_event *e) {

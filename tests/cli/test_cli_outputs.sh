@@ -110,6 +110,16 @@ if $PQ calibrate "$M" --method fp8 --calib "$CALIB" --nsamples 2 --seqlen 64 -o 
 else
     fail "calibrate and S.tmp: $(cat "$TMP/err"); $(cat "$S.tmp"); $(ls -d "$S".* 2>&1)"
 fi
+# a file size limit while pq calibrate writes (as pq quantize's in test_cli_quantize.sh): the write fails,
+# exit 1, no temporary file left (SIGXFSZ killed it mid-write, leaving S.tmp)
+S3=$TMP/fsz.safetensors
+(ulimit -f 1 && exec $PQ calibrate "$M" --method awq --calib "$CALIB" $G_CAL -o "$S3") >/dev/null 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 1 ] && tail -n 1 "$TMP/err" | grep -q "File too large" && [ -z "$(ls -d "$S3"* 2>/dev/null)" ]; then
+    ok "calibrate past a file size limit: exit 1, $(tail -n 1 "$TMP/err"); nothing left"
+else
+    fail "calibrate past a file size limit: exit $rc, $(tail -n 2 "$TMP/err"); $(ls -d "$S3"* 2>&1)"
+fi
 O=$TMP/out4
 if paused d 6 -- $PQ quantize "$M" -o "$O" $G; then
     eval "kill -9 \$(ps -o pid= --ppid \$pid_d)" # pq itself, a child of the paused wrapper
