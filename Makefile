@@ -2,8 +2,9 @@
 #   make            build/pq and build/libpq.a (CUDA objects too when nvcc exists)
 #   make demo       install missing Debian packages (as root), build, run pq ppl on the fixture
 #   make test       unit, golden, CLI and fuzz-replay tests; ends with "N passed, N failed"
-#   make test-gpu   the same, but a missing GPU is a failure
+#   make check-layers  every #include points down the layers (docs/ARCHITECTURE.md); run by make test
 #   make test-oracles  pq against transformers on SmolLM2 (torch venv; minutes)
+#   make test-gpu   the same, but a missing GPU is a failure
 #   make bench      benchmarks (ratios measured in one run)
 #   make fuzz       libFuzzer targets under ASan/UBSan (clang)
 
@@ -31,12 +32,15 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
+# test-only code (random models, CUDA host wrappers): linked into tests and benchmarks, not libpq
+TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/replay_%,$(FUZZ_SRC))
 
 ifneq ($(NVCC),)
 CU_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
 CU_OBJ   := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
+TESTLIB_OBJ += $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard tests/lib/*.cu))
 CFLAGS   += -DPQ_HAVE_CUDA=1
 NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -44,7 +48,7 @@ NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 endif
 
-.PHONY: all demo test test-gpu test-oracles bench fuzz clean deps
+.PHONY: all demo test test-gpu test-oracles bench fuzz clean deps check-layers
 all: $(BUILD)/pq
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
@@ -67,12 +71,16 @@ $(BUILD)/libpq.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+$(BUILD)/libpq_test.a: $(TESTLIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
 $(BUILD)/pq: $(TOOL_OBJ) $(BUILD)/libpq.a
 	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libpq.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libpq.a
+$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libpq_test.a $(BUILD)/libpq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libpq.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libpq_test.a $(BUILD)/libpq.a $(LDLIBS)
 
 # fuzz targets built as plain programs that replay their corpus (run by make test)
 $(BUILD)/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(BUILD)/libpq.a
@@ -105,6 +113,9 @@ bench: all $(BENCH_BIN)
 
 fuzz:
 	@sh tests/fuzz/run_fuzzers.sh
+
+check-layers:
+	@sh tools/check_layers.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -3,7 +3,7 @@
 
 extern "C" {
 #include "calib/block_gpu.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "kernels/dense.h"
 }
 #include "eval/block_cuda.h"
@@ -73,7 +73,8 @@ static pq_status create(pq_calib_gpu *g) {
 
 extern "C" pq_status pq_calib_gpu_create(const pq_config *c, int len, pq_calib_gpu **out) {
     *out = NULL;
-    PQ_FAIL_IF(pq_cuda_device_count() < 1, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
+    pq_device dev;
+    PQ_TRY(pq_device_resolve(PQ_DEVICE_CUDA, &dev));
     PQ_FAIL_IF(len < 1, PQ_ERR_ARG, "calibration on the GPU: windows of %d tokens", len);
     pq_calib_gpu *g = (pq_calib_gpu *)calloc(1, sizeof *g);
     PQ_FAIL_IF(!g, PQ_ERR_NOMEM, "out of memory");

@@ -9,9 +9,9 @@
 #include "calib/block_gpu.h"
 #include "calib/xtx_cuda.h"
 #include "common/sys.h"
-#include "eval/backend.h"
 #include "eval/block_cpu.h"
 #include "kernels/blas.h"
+#include "kernels/cuda_host.h"
 #include "kernels/ops.h"
 
 #ifndef MADV_PAGEOUT
@@ -56,10 +56,10 @@ static size_t scratch_bytes(const pq_config *c, int len, int nthreads) {
            pq_attention_workspace_bytes(&as, len, nthreads) + T * c->hidden * sizeof(float);
 }
 
-// Whether a run of meth with p uses the GPU (X^T X and the block passes there).
-static int use_gpu(const pq_calib_method *meth, const pq_calib_run_params *p) {
-    return (meth->stats & PQ_STAT_XTX) &&
-           (p->device == PQ_DEVICE_CUDA || (p->device == PQ_DEVICE_AUTO && pq_cuda_device_count() > 0));
+// Whether a run of meth on device dev (resolved) uses the GPU: X^T X and the
+// block passes there. Methods without X^T X run on the CPU.
+static int use_gpu(const pq_calib_method *meth, pq_device dev) {
+    return (meth->stats & PQ_STAT_XTX) && dev == PQ_DEVICE_CUDA;
 }
 
 void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib_method *meth,
@@ -76,7 +76,8 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
     }
     r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
     r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool));
-    if (use_gpu(meth, p)) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
+    pq_device dev;
+    if (pq_device_resolve(p->device, &dev) == PQ_OK && use_gpu(meth, dev)) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
     for (int g = 0; g < PQ_NGROUPS; g++) {
         size_t b = pq_act_stats_bytes(pq_input_group_cols(c, g), meth->stats);
         r->stats_bytes = p->true_sequential ? (b > r->stats_bytes ? b : r->stats_bytes) : r->stats_bytes + b;
@@ -263,8 +264,9 @@ pq_status pq_calib_run(pq_model *m, const pq_calib_data *d, const pq_calib_metho
     const pq_config *c = &m->cfg;
     drv v = {.m = m, .d = d, .meth = meth, .p = p, .r = r};
     pq_status s = PQ_OK;
-    int gpu = use_gpu(meth, p);
-    PQ_CHECK_GOTO(gpu && pq_cuda_device_count() < 1, s, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
+    pq_device dev;
+    PQ_TRY_GOTO(s, pq_device_resolve(p->device, &dev));
+    int gpu = use_gpu(meth, dev);
     PQ_CHECK_GOTO(meth->quantize_block && p->true_sequential, s, PQ_ERR_ARG,
                   "--true-sequential: this method calibrates every group of a block from one pass");
     if (p->first_block >= c->n_layers) goto done; // every block done: nothing to regenerate

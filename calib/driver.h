@@ -25,8 +25,10 @@
 // them): the driver asks the method to install their quantized linears
 // (load_block) and only re-runs them to regenerate block k's input.
 //
-// Devices: for a method that needs X^T X (GPTQ), with PQ_DEVICE_CUDA (or
-// AUTO and a GPU present) the statistic is accumulated on the GPU with
+// Devices: the device is resolved by the one rule (kernels/cuda_host.h:
+// auto is the GPU when there is one; cuda without one is PQ_ERR_NO_DEVICE,
+// whatever the method). For a method that needs X^T X (GPTQ), on the GPU
+// the statistic is accumulated on the GPU with
 // cuBLAS (calib/xtx_cuda.h) and the block passes run the CUDA engine's block
 // (calib/block_gpu.h: FP16 weights and matrix inputs, so the statistics are
 // those of the FP16 activations a GPU run sees); a block whose linears the
@@ -89,7 +91,7 @@ typedef struct {
 typedef struct {
     int true_sequential;   // one group per stage (q/k/v, o, gate/up, down)
     pq_pool *pool;         // borrowed (the method may share it); NULL: serial
-    pq_device device;      // where X^T X is accumulated (AUTO: the GPU when present)
+    pq_device device;      // where X^T X and the block passes run (kernels/cuda_host.h's rule)
     int first_block;       // resume: blocks before it are done
 } pq_calib_run_params;
 

@@ -3,7 +3,7 @@
 
 extern "C" {
 #include "calib/xtx_cuda.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 }
 
 struct pq_xtx_cuda {
@@ -38,7 +38,8 @@ static pq_status create(pq_xtx_cuda *h) {
 extern "C" pq_status pq_xtx_cuda_create(int cols, int max_T, pq_xtx_cuda **out) {
     *out = NULL;
     PQ_FAIL_IF(cols < 1 || max_T < 1, PQ_ERR_ARG, "X^T X on the GPU: bad shape %d x %d", max_T, cols);
-    PQ_FAIL_IF(pq_cuda_device_count() < 1, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device");
+    pq_device dev;
+    PQ_TRY(pq_device_resolve(PQ_DEVICE_CUDA, &dev));
     pq_xtx_cuda *h = (pq_xtx_cuda *)calloc(1, sizeof *h);
     PQ_FAIL_IF(!h, PQ_ERR_NOMEM, "out of memory");
     h->cols = cols;

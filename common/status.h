@@ -62,6 +62,15 @@ pq_status pq_fail_context(pq_status code, const char *fmt, ...)
         if ((st) != PQ_OK) goto done;         \
     } while (0)
 
+// A compile-time check in a header compiled both as C (gcc) and as C++
+// (nvcc): a struct layout the host code and the CUDA kernels share.
+#ifdef __cplusplus
+#define PQ_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define PQ_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+#define PQ_ROUND_UP(n, m) (((n) + (m) - 1) / (m) * (m))
+
 // A broken invariant (a bug in pq, not bad data): print and abort.
 #define PQ_ASSERT(x)                                                         \
     do {                                                                     \

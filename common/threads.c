@@ -80,7 +80,9 @@ int pq_cpu_count(void) {
 
 pq_status pq_pool_create(int nthreads, pq_pool **out) {
     *out = NULL;
-    if (nthreads <= 0) nthreads = pq_cpu_count();
+    PQ_FAIL_IF(nthreads < 0 || nthreads > PQ_MAX_THREADS, PQ_ERR_ARG, "--threads %d: not in 0..%d (0: one per CPU)",
+               nthreads, PQ_MAX_THREADS);
+    if (nthreads == 0) nthreads = pq_cpu_count();
     pq_pool *p = calloc(1, sizeof *p);
     PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "thread pool: out of memory");
     p->nthreads = nthreads;

@@ -12,7 +12,11 @@
 
 typedef struct pq_pool pq_pool;
 
-// nthreads <= 0 means one thread per online CPU. On error *out is NULL.
+#define PQ_MAX_THREADS 1024
+
+// nthreads 0 means one thread per online CPU; 1..PQ_MAX_THREADS that many;
+// anything else is PQ_ERR_ARG ("--threads N: not in 0..1024"). On error *out
+// is NULL.
 pq_status pq_pool_create(int nthreads, pq_pool **out);
 void pq_pool_free(pq_pool *pool); // NULL-safe
 int pq_pool_size(const pq_pool *pool); // 1 for NULL

@@ -10,14 +10,13 @@ typedef struct pq_backend pq_backend;
 struct pq_backend {
     char desc[128];
     pq_status (*forward)(pq_backend *b, const int32_t *tokens, int T, int pos0);
+    // rows row0..row0+n of the last forward call (eval/engine.c checks the range)
     pq_status (*logits)(pq_backend *b, int row0, int n, float *logits);
     void (*free)(pq_backend *b);
 };
 
 pq_status pq_backend_cpu_create(const pq_model *m, int max_ctx, int nthreads, pq_backend **out);
 
-// Number of usable CUDA devices (0 without CUDA support or without a GPU).
-int pq_cuda_device_count(void);
 pq_status pq_backend_cuda_create(const pq_model *m, int max_ctx, pq_backend **out);
 
 #endif

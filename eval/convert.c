@@ -127,7 +127,9 @@ pq_status pq_convert_gguf(const pq_convert_params *p, pq_convert_progress cb, vo
     pq_model *m;
     PQ_TRY(pq_model_open(p->gguf, &m));
     pq_outdir dir = {0};
-    pq_status s = pq_outdir_begin(&dir, p->out, p->force);
+    const char *inputs[] = {p->gguf};
+    pq_outdir_spec spec = {.final = p->out, .force = p->force, .inputs = inputs, .n_inputs = 1};
+    pq_status s = pq_outdir_begin(&dir, &spec);
     if (s == PQ_OK) s = write_files(m->gguf, &dir, torch);
     if (s == PQ_OK) s = write_weights(m, &dir, has_dt, dt, cb, ud, &res->bytes);
     if (s == PQ_OK) s = pq_outdir_commit(&dir);

@@ -2,8 +2,6 @@
 #if !PQ_HAVE_CUDA
 #include "eval/backend.h"
 
-int pq_cuda_device_count(void) { return 0; }
-
 pq_status pq_backend_cuda_create(const pq_model *m, int max_ctx, pq_backend **out) {
     *out = NULL;
     return PQ_FAIL(PQ_ERR_NO_DEVICE, "--device cuda: this pq was built without CUDA (nvcc was not found)");

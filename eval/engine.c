@@ -11,6 +11,7 @@ struct pq_engine {
     pq_backend *b;
     pq_device device;
     int max_ctx;
+    int last_T;       // rows of the last forward call that succeeded (0: none)
     char desc[512];   // the backend's description (+ why --device auto did not use the GPU)
 };
 
@@ -23,8 +24,8 @@ pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engi
     int max_ctx = p->max_ctx > 0 ? p->max_ctx : m->cfg.max_pos < 2048 ? m->cfg.max_pos : 2048;
     PQ_FAIL_IF(max_ctx > m->cfg.max_pos, PQ_ERR_ARG,
                "%s: context %d exceeds the model's max_position_embeddings %d", m->dir, max_ctx, m->cfg.max_pos);
-    pq_device dev = p->device;
-    if (dev == PQ_DEVICE_AUTO) dev = pq_cuda_device_count() > 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+    pq_device dev;
+    PQ_TRY(pq_device_resolve(p->device, &dev));
     pq_engine *e = calloc(1, sizeof *e);
     PQ_FAIL_IF(!e, PQ_ERR_NOMEM, "out of memory");
     e->m = m;
@@ -65,9 +66,14 @@ pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0
     for (int t = 0; t < T; t++)
         PQ_FAIL_IF(tokens[t] < 0 || tokens[t] >= e->m->cfg.vocab, PQ_ERR_ARG,
                    "token id %d at index %d is outside the vocabulary of %d", tokens[t], t, e->m->cfg.vocab);
-    return e->b->forward(e->b, tokens, T, pos0);
+    e->last_T = 0; // no valid rows until this call has finished
+    PQ_TRY(e->b->forward(e->b, tokens, T, pos0));
+    e->last_T = T;
+    return PQ_OK;
 }
 
 pq_status pq_engine_logits(pq_engine *e, int row0, int n, float *logits) {
+    PQ_FAIL_IF(row0 < 0 || n < 0 || row0 > e->last_T - n, PQ_ERR_ARG,
+               "logits rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, e->last_T);
     return e->b->logits(e->b, row0, n, logits);
 }

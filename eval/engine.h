@@ -13,8 +13,7 @@
 
 #include "common/threads.h"
 #include "eval/model.h"
-
-typedef enum { PQ_DEVICE_AUTO, PQ_DEVICE_CPU, PQ_DEVICE_CUDA } pq_device;
+#include "kernels/cuda_host.h"
 
 typedef struct {
     int max_ctx;       // longest sequence (KV cache length); 0 = min(2048, max_position_embeddings)
@@ -45,7 +44,9 @@ int pq_engine_vocab(const pq_engine *e);   // logits per row
 // Runs tokens[0..T) at positions pos0..; T >= 1, pos0 + T <= max_ctx, ids < vocab.
 pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0);
 
-// logits[i][vocab] for rows row0..row0+n-1 of the last forward call.
+// logits[i][vocab] for rows row0..row0+n-1 of the last forward call; rows
+// outside it (or after a forward call that failed in the backend) are
+// PQ_ERR_ARG, for every backend.
 pq_status pq_engine_logits(pq_engine *e, int row0, int n, float *logits);
 
 #endif

@@ -13,7 +13,7 @@
 typedef struct {
     pq_backend base;
     const pq_model *m;
-    int max_ctx, last_T;
+    int max_ctx;
     pq_pool *pool;
     pq_block_scratch s;
     float *x;              // [max_ctx][hidden] residual stream of the last call, final-normed
@@ -37,14 +37,11 @@ static pq_status cpu_forward(pq_backend *b, const int32_t *tokens, int T, int po
         pq_block_forward_cpu(c, &m->layers[l], l, cb->x, T, pos0, kc, vc, &cb->s, cb->pool, NULL);
     }
     pq_rmsnorm_ref(cb->x, m->final_norm, T, c->hidden, c->rms_eps, cb->x);
-    cb->last_T = T;
     return PQ_OK;
 }
 
 static pq_status cpu_logits(pq_backend *b, int row0, int n, float *logits) {
     cpu_backend *cb = (cpu_backend *)b;
-    PQ_FAIL_IF(row0 < 0 || n < 0 || row0 + n > cb->last_T, PQ_ERR_ARG,
-               "logits rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, cb->last_T);
     const pq_model *m = cb->m;
     pq_linear_forward(&m->lm_head, cb->x + (size_t)row0 * m->cfg.hidden, n, logits, cb->s.lin_ws, cb->pool);
     return PQ_OK;

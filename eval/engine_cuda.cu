@@ -29,7 +29,7 @@ extern "C" {
 typedef struct {
     pq_backend base;
     const pq_model *m;
-    int device, max_ctx, last_T;
+    int device, max_ctx;
     cudaStream_t stream;
     pq_cuda_ctx *ctx;               // cuBLAS / cuBLASLt handles and the linear layers' workspace
     pq_linear_cuda embed, lm_head;  // lm_head aliases embed's weight when they are the same tensor
@@ -41,50 +41,6 @@ typedef struct {
     uint16_t *d_kcache, *d_vcache;  // FP16 [n_layers][max_ctx][kvd]
     float *d_logits;                // f32 [LOGIT_ROWS][vocab]
 } cuda_backend;
-
-// ---- devices -------------------------------------------------------------------
-
-// Compute capability the kernels are built for (sm_80, sm_90 + compute_90 PTX).
-#define MIN_CC_MAJOR 8
-
-// Index of the first usable device, or -1 with the reason in why[].
-static int first_usable_device(int *count_usable, char *why, size_t why_len) {
-    int n = 0, first = -1, usable = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
-        *count_usable = 0;
-        return -1;
-    }
-    snprintf(why, why_len, "the CUDA runtime reports 0 devices");
-    for (int d = 0; d < n; d++) {
-        int major = 0, minor = 0;
-        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            snprintf(why, why_len, "cudaDeviceGetAttribute(device %d): %s", d, cudaGetErrorString(e));
-            continue;
-        }
-        if (major < MIN_CC_MAJOR) {
-            snprintf(why, why_len, "device %d has compute capability %d.%d; pq's CUDA kernels need %d.0 or newer", d,
-                     major, minor, MIN_CC_MAJOR);
-            continue;
-        }
-        if (first < 0) first = d;
-        usable++;
-    }
-    *count_usable = usable;
-    return first;
-}
-
-int pq_cuda_device_count(void) {
-    char why[256];
-    int usable;
-    first_usable_device(&usable, why, sizeof why);
-    return usable;
-}
 
 // ---- forward ---------------------------------------------------------------------
 
@@ -108,7 +64,6 @@ static pq_status cuda_forward(pq_backend *b, const int32_t *tokens, int T, int p
     // eval/engine.c has checked T >= 1, pos0 + T <= max_ctx and the token ids
     PQ_ASSERT(T >= 1 && pos0 >= 0 && pos0 + T <= cb->max_ctx);
     PQ_CUDA_TRY(cudaSetDevice(cb->device)); // the calling thread may not be the creating one
-    cb->last_T = 0; // no valid rows until this call has finished
     pq_status s = enqueue_forward(cb, tokens, T, pos0);
     // wait even after a failed launch, so that nothing is left running
     cudaError_t e = cudaStreamSynchronize(cb->stream);
@@ -118,14 +73,11 @@ static pq_status cuda_forward(pq_backend *b, const int32_t *tokens, int T, int p
         return PQ_FAIL(PQ_ERR_CUDA, "forward of %d tokens at position %d: cudaStreamSynchronize: %s", T, pos0,
                        cudaGetErrorString(e));
     }
-    cb->last_T = T;
     return PQ_OK;
 }
 
 static pq_status cuda_logits(pq_backend *b, int row0, int n, float *logits) {
     cuda_backend *cb = (cuda_backend *)b;
-    PQ_FAIL_IF(row0 < 0 || n < 0 || row0 + n > cb->last_T, PQ_ERR_ARG,
-               "logits rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, cb->last_T);
     int H = cb->m->cfg.hidden, V = cb->m->cfg.vocab;
     PQ_CUDA_TRY(cudaSetDevice(cb->device));
     for (int r = 0; r < n; r += LOGIT_ROWS) {
@@ -228,9 +180,8 @@ static pq_status setup(cuda_backend *cb, int device) {
 pq_status pq_backend_cuda_create(const pq_model *m, int max_ctx, pq_backend **out) {
     *out = NULL;
     char why[256];
-    int usable;
-    int device = first_usable_device(&usable, why, sizeof why);
-    PQ_FAIL_IF(device < 0, PQ_ERR_NO_DEVICE, "--device cuda: no CUDA device found (%s)", why);
+    int device = pq_cuda_first_device(why, sizeof why);
+    PQ_FAIL_IF(device < 0, PQ_ERR_NO_DEVICE, "--device cuda: no usable CUDA device (%s)", why);
     PQ_FAIL_IF(max_ctx < 1, PQ_ERR_ARG, "context of %d tokens", max_ctx);
     cuda_backend *cb = (cuda_backend *)calloc(1, sizeof *cb);
     PQ_FAIL_IF(!cb, PQ_ERR_NOMEM, "out of memory");

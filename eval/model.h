@@ -43,7 +43,7 @@ typedef struct {
     float *final_norm;           // [hidden] (owned)
     pq_layer *layers;            // [n_layers]
     size_t weight_bytes;         // bytes of all tensors as stored
-    void *owned_weights;         // pq_model_random's weight memory (NULL for files)
+    void *owned_weights;         // weights built in memory, freed with the model (NULL for files)
     pq_packed_info quant;        // quant.quantized: a compressed-tensors checkpoint, its scheme
     void **owned;                // scales / zero points of quantized linears (pq_free each)
     int n_owned, cap_owned;
@@ -58,9 +58,21 @@ pq_status pq_model_open(const char *dir, pq_model **out);
 void pq_model_free(pq_model *m); // NULL-safe
 
 
-// A model with the given shapes and random weights (normal, std 0.02; norms
-// 1.0), all linears in `dt`, built in memory for benchmarks and tests.
-// Deterministic for a seed. Free with pq_model_free.
-pq_status pq_model_random(const pq_config *cfg, pq_dense_type dt, uint64_t seed, pq_model **out);
+// Layer l's linear in slot s (l < cfg.n_layers; borrowed, valid while m is).
+static inline const pq_linear *pq_model_linear(const pq_model *m, int l, pq_linear_slot s) {
+    return &m->layers[l].lin[s];
+}
+
+// The dtype a dense linear's weight is stored in (F16, BF16 or F32): what
+// its quantization scales are stored in, as compressed-tensors does.
+static inline pq_dtype pq_linear_dtype(const pq_linear *L) {
+    return L->dense_type == PQ_DENSE_F16 ? PQ_DT_F16 : L->dense_type == PQ_DENSE_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
+}
+
+// The dtype an unquantized model's weights are stored in (its first
+// linear's): what the scales and rewritten norms and biases of a smoothing
+// method are stored in.
+static inline pq_dtype pq_model_dtype(const pq_model *m) { return pq_linear_dtype(&m->layers[0].lin[0]); }
+
 
 #endif

@@ -87,7 +87,7 @@ pq_status pq_packed_config_json(const char *src_json, size_t len, const char *na
 
 // Declares module M's tensors for a [rows x cols] matrix quantized with
 // scheme s, scales stored as scale_dtype; then writes them from q (which
-// pq_rtn_quantize made with the same s, shape and scale_dtype; for a static
+// pq_qtensor_init made for the same s, shape and scale_dtype; for a static
 // activation scheme with q->input_scale set): scales converted to the
 // stored dtype, zero points packed. Both fail as the
 // writer does (PQ_ERR_IO naming the file on a full disk).

@@ -40,6 +40,14 @@ pq_status pq_qtensor_alloc(pq_qtensor *q, int asym) {
     return PQ_OK;
 }
 
+pq_status pq_qtensor_init(pq_qtensor *q, const pq_scheme *s, int rows, int cols, pq_dtype scale_dtype) {
+    *q = (pq_qtensor){.fmt = pq_scheme_wformat(s), .rows = rows, .cols = cols, .bits = s->bits,
+                      .group = s->group > 0 && s->group < cols ? s->group : cols,
+                      .per_tensor = s->group == PQ_GROUP_TENSOR, .scale_dtype = scale_dtype};
+    PQ_FAIL_IF(rows <= 0 || cols <= 0, PQ_ERR_ARG, "a quantized matrix of shape [%d, %d]", rows, cols);
+    return pq_qtensor_alloc(q, q->fmt == PQ_W_QPACK && !s->sym);
+}
+
 void pq_qtensor_free(pq_qtensor *q) {
     if (!q) return;
     pq_free(q->packed);

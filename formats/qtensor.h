@@ -1,5 +1,5 @@
 // formats/qtensor.h — one quantized weight matrix, owned: what a quantizer
-// (RTN now; GPTQ / AWQ later) produces and the packed-checkpoint writer
+// (RTN, GPTQ, the smoothing methods) produces and the packed-checkpoint writer
 // stores, viewable as a pq_linear so the engine's kernels can run it.
 //
 // The layouts are those of kernels/qpack.h and kernels/fp8.h:
@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "formats/safetensors.h"
+#include "formats/scheme.h"
 #include "kernels/linear.h"
 
 typedef struct {
@@ -42,6 +43,13 @@ typedef struct {
 // asym says whether QPACK zeros are needed). Contents are zeroed. On
 // PQ_ERR_NOMEM nothing stays allocated.
 pq_status pq_qtensor_alloc(pq_qtensor *q, int asym);
+
+// A zeroed q for a [rows x cols] matrix quantized with scheme s, scales
+// stored as scale_dtype: the format, bits, group (s->group when it is > 0
+// and < cols, else one group per row) and per-tensor scale of s, zero
+// points when s is asymmetric; no g_idx. A shape that is not positive is
+// PQ_ERR_ARG; otherwise as pq_qtensor_alloc.
+pq_status pq_qtensor_init(pq_qtensor *q, const pq_scheme *s, int rows, int cols, pq_dtype scale_dtype);
 void pq_qtensor_free(pq_qtensor *q); // frees the arrays (NULL-safe), keeps the shape
 
 // Stores the signed code of element [r][c] of an integer format (PQ_W_QPACK

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "formats/fileio.h"
 #include "formats/sha256.h"
 #include "formats/zstd_io.h"
@@ -59,6 +60,7 @@ typedef struct {
     const uint8_t *base; // the safetensors image: 8-byte length, header, data
     size_t len;
     void *map;     // mmap'd plain file (len bytes), or NULL
+    int cleanup;   // the map's common/cleanup.h handle (a bus error names the file), -1 if none
     uint8_t *heap; // decompressed .zst image, or NULL
     uint64_t disk_bytes;
     json_t *header; // tensor names and metadata borrow from it
@@ -233,6 +235,7 @@ static st_file *new_file(pq_st *st, const char *path) {
     st->files = nf;
     st_file *f = &nf[st->nfiles];
     memset(f, 0, sizeof *f);
+    f->cleanup = -1;
     f->path = strdup(path);
     if (!f->path) return NULL;
     st->nfiles++;
@@ -253,6 +256,7 @@ static pq_status map_plain(st_file *f) {
         PQ_CHECK_GOTO(m == MAP_FAILED, st, PQ_ERR_IO, "%s: mmap failed: %s", f->path, strerror(errno));
         f->map = m;
         f->base = m;
+        f->cleanup = pq_cleanup_add_map(m, f->len, f->path);
     }
 done:
     close(fd);
@@ -470,7 +474,7 @@ void pq_st_close(pq_st *st) {
     if (!st) return;
     for (int i = 0; i < st->nfiles; i++) {
         st_file *f = &st->files[i];
-        if (f->map) munmap(f->map, f->len);
+        if (f->map) pq_cleanup_drop_map(f->cleanup), munmap(f->map, f->len);
         free(f->heap);
         json_decref(f->header);
         free(f->path);
@@ -520,8 +524,12 @@ pq_status pq_st_sha256(const pq_st *st, char hex[65]) {
     pq_sha256 h;
     pq_sha256_init(&h);
     for (int f = 0; f < st->nfiles; f++) {
-        if (st->files[f].heap) pq_sha256_update(&h, st->files[f].base, st->files[f].len);
-        else PQ_TRY(pq_sha256_file(&h, st->files[f].path));
+        const st_file *sf = &st->files[f];
+        uint64_t before = h.len;
+        if (sf->heap) pq_sha256_update(&h, sf->base, sf->len);
+        else PQ_TRY(pq_sha256_file(&h, sf->path));
+        PQ_FAIL_IF(h.len - before != sf->len, PQ_ERR_IO, "%s: changed on disk while pq was reading it (%llu bytes "
+                   "now, %zu when it was opened)", sf->path, (unsigned long long)(h.len - before), sf->len);
     }
     pq_sha256_hex(&h, hex);
     return PQ_OK;

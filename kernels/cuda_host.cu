@@ -1,7 +1,52 @@
-// Host-side CUDA helpers for C callers (kernels/cuda_host.h).
+// Device discovery and host-side CUDA helpers for C callers (kernels/cuda_host.h).
 #include "kernels/cuda_util.cuh"
 
 #include "kernels/cuda_host.h"
+
+// Compute capability the kernels are built for (sm_80, sm_90 + compute_90 PTX).
+#define MIN_CC_MAJOR 8
+
+// The usable devices: their count, the first one's index (-1: none) and, when
+// there is none, why (the last reason seen).
+static int scan_devices(int *first, char *why, size_t cap) {
+    int n = 0, usable = 0;
+    *first = -1;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, cap, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        return 0;
+    }
+    snprintf(why, cap, "the CUDA runtime reports 0 devices");
+    for (int d = 0; d < n; d++) {
+        int major = 0, minor = 0;
+        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            snprintf(why, cap, "cudaDeviceGetAttribute(device %d): %s", d, cudaGetErrorString(e));
+        } else if (major < MIN_CC_MAJOR) {
+            snprintf(why, cap, "device %d has compute capability %d.%d; pq's CUDA kernels need %d.0 or newer", d,
+                     major, minor, MIN_CC_MAJOR);
+        } else {
+            if (*first < 0) *first = d;
+            usable++;
+        }
+    }
+    return usable;
+}
+
+int pq_cuda_first_device(char *why, size_t cap) {
+    int first;
+    scan_devices(&first, why, cap);
+    return first;
+}
+
+int pq_cuda_device_count(void) {
+    char why[256];
+    int first;
+    return scan_devices(&first, why, sizeof why);
+}
 
 pq_status pq_cuda_device_info_get(pq_cuda_device_info *out) {
     memset(out, 0, sizeof *out);

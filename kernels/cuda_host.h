@@ -1,6 +1,11 @@
-// kernels/cuda_host.h — device memory, streams, copies and event timing for
-// C code that cannot include the CUDA headers (tests/bench_cuda.c). Built
-// only with CUDA (PQ_HAVE_CUDA). Every call returns PQ_ERR_CUDA naming the
+// kernels/cuda_host.h — the CUDA devices seen from C: which ones pq can use,
+// the one rule that picks where a stage runs (--device auto|cpu|cuda), and
+// device memory, streams, copies and event timing for C code that cannot
+// include the CUDA headers (tests/bench_cuda.c).
+//
+// Device discovery and the device rule are in every build (a build without
+// nvcc has no devices: kernels/cuda_none.c); the helpers after them are
+// built only with CUDA (PQ_HAVE_CUDA) and return PQ_ERR_CUDA naming the
 // failing CUDA call.
 #ifndef PQ_CUDA_HOST_H
 #define PQ_CUDA_HOST_H
@@ -12,6 +17,29 @@ extern "C" {
 #endif
 
 #include "common/status.h"
+
+// ---- devices (every build) ---------------------------------------------------
+
+// Where a stage runs: AUTO is the GPU when there is a usable one, else the CPU.
+typedef enum { PQ_DEVICE_AUTO, PQ_DEVICE_CPU, PQ_DEVICE_CUDA } pq_device;
+
+// Devices pq's kernels can run on (compute capability 8.0 or newer); 0
+// without CUDA support or without a GPU.
+int pq_cuda_device_count(void);
+
+// The index of the first usable device, or -1 with the reason (no runtime,
+// no device, too old a device, a build without nvcc) in why[cap].
+int pq_cuda_first_device(char *why, size_t cap);
+
+// The device rule, the one place it is written: AUTO becomes CUDA when
+// pq_cuda_device_count() > 0, else CPU; CPU stays CPU; CUDA without a usable
+// device is PQ_ERR_NO_DEVICE ("--device cuda: no usable CUDA device (why)").
+pq_status pq_device_resolve(pq_device want, pq_device *got);
+
+// "auto", "cpu", "cuda".
+const char *pq_device_name(pq_device d);
+
+// ---- helpers (CUDA builds only) ------------------------------------------------
 
 typedef struct {
     char name[256];

@@ -1,21 +1,11 @@
 #include "dense.h"
 
-#include "common/half.h"
 #include "kernels/cpu.h"
-
-static float load_elem(pq_dense_type dt, const void *w, size_t i) {
-    switch (dt) {
-    case PQ_DENSE_F32: return ((const float *)w)[i];
-    case PQ_DENSE_F16: return pq_fp16_to_f32(((const uint16_t *)w)[i]);
-    case PQ_DENSE_BF16: return pq_bf16_to_f32(((const uint16_t *)w)[i]);
-    }
-    return 0;
-}
 
 void pq_dense_rows_ref(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out) {
     for (int r = 0; r < n; r++)
         for (int c = 0; c < cols; c++)
-            out[(size_t)r * cols + c] = load_elem(dt, w, (size_t)(r0 + r) * cols + c);
+            out[(size_t)r * cols + c] = pq_dense_at(dt, w, (size_t)(r0 + r) * cols + c);
 }
 
 void pq_dense_gemv_ref(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
@@ -23,7 +13,7 @@ void pq_dense_gemv_ref(pq_dense_type dt, const void *w, int cols, int r0, int n,
     for (int t = 0; t < T; t++)
         for (int r = r0; r < r0 + n; r++) {
             double acc = 0;
-            for (int c = 0; c < cols; c++) acc += (double)load_elem(dt, w, (size_t)r * cols + c) * x[(size_t)t * cols + c];
+            for (int c = 0; c < cols; c++) acc += (double)pq_dense_at(dt, w, (size_t)r * cols + c) * x[(size_t)t * cols + c];
             y[(size_t)t * ldy + r] = (float)acc;
         }
 }

@@ -2,8 +2,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "common/half.h"
 #include "kernels/dense.h"
+#include "kernels/linear.h"
+#include "kernels/simd.h"
 
 // 8 elements starting at p widened to f32
 static inline __m256 load8(pq_dense_type dt, const void *w, size_t i) {
@@ -17,15 +18,6 @@ static inline __m256 load8(pq_dense_type dt, const void *w, size_t i) {
     return _mm256_loadu_ps((const float *)w + i);
 }
 
-static inline float load1(pq_dense_type dt, const void *w, size_t i) {
-    switch (dt) {
-    case PQ_DENSE_F16: return pq_fp16_to_f32(((const uint16_t *)w)[i]);
-    case PQ_DENSE_BF16: return pq_bf16_to_f32(((const uint16_t *)w)[i]);
-    case PQ_DENSE_F32: break;
-    }
-    return ((const float *)w)[i];
-}
-
 void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out) {
     if (dt == PQ_DENSE_F32) {
         memcpy(out, (const float *)w + (size_t)r0 * cols, (size_t)n * cols * sizeof(float));
@@ -33,14 +25,7 @@ void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n
     }
     size_t base = (size_t)r0 * cols, total = (size_t)n * cols, i = 0;
     for (; i + 8 <= total; i += 8) _mm256_storeu_ps(out + i, load8(dt, w, base + i));
-    for (; i < total; i++) out[i] = load1(dt, w, base + i);
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    for (; i < total; i++) out[i] = pq_dense_at(dt, w, base + i);
 }
 
 // y[t][r] for t < T (T <= 4): each weight row is read once for all tokens.
@@ -60,8 +45,8 @@ void pq_dense_gemv_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n
             }
         }
         for (int t = 0; t < T; t++) {
-            float s = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
-            for (int k = c; k < cols; k++) s += load1(dt, w, row + k) * x[(size_t)t * cols + k];
+            float s = pq_hsum_ps(_mm256_add_ps(acc[t][0], acc[t][1]));
+            for (int k = c; k < cols; k++) s += pq_dense_at(dt, w, row + k) * x[(size_t)t * cols + k];
             y[(size_t)t * ldy + r] = s;
         }
     }

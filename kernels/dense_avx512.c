@@ -4,11 +4,10 @@
 // bandwidth-bound stream in flight.
 #include <immintrin.h>
 
-#include "common/half.h"
 #include "kernels/dense.h"
+#include "kernels/linear.h"
+#include "kernels/simd.h"
 
-// bytes ahead of the current load; 4-16 KB all measure alike on this machine
-#define PREFETCH 8192
 
 static inline __m512 load16(pq_dense_type dt, const void *w, size_t i) {
     switch (dt) {
@@ -21,15 +20,6 @@ static inline __m512 load16(pq_dense_type dt, const void *w, size_t i) {
     return _mm512_loadu_ps((const float *)w + i);
 }
 
-static inline float load1(pq_dense_type dt, const void *w, size_t i) {
-    switch (dt) {
-    case PQ_DENSE_F16: return pq_fp16_to_f32(((const uint16_t *)w)[i]);
-    case PQ_DENSE_BF16: return pq_bf16_to_f32(((const uint16_t *)w)[i]);
-    case PQ_DENSE_F32: break;
-    }
-    return ((const float *)w)[i];
-}
-
 void pq_dense_gemv_avx512(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, int T,
                           float *y, int ldy) {
     size_t es = dt == PQ_DENSE_F32 ? 4 : 2;
@@ -40,11 +30,11 @@ void pq_dense_gemv_avx512(pq_dense_type dt, const void *w, int cols, int r0, int
         for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch(bytes + (size_t)c * es + PREFETCH, _MM_HINT_T0);
-            _mm_prefetch(bytes + (size_t)c * es + PREFETCH + 64, _MM_HINT_T0);
+            _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH + 64, _MM_HINT_T0);
             if (es == 4) {
-                _mm_prefetch(bytes + (size_t)c * es + PREFETCH + 128, _MM_HINT_T0);
-                _mm_prefetch(bytes + (size_t)c * es + PREFETCH + 192, _MM_HINT_T0);
+                _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH + 128, _MM_HINT_T0);
+                _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH + 192, _MM_HINT_T0);
             }
             __m512 w0 = load16(dt, w, row + c), w1 = load16(dt, w, row + c + 16), w2 = load16(dt, w, row + c + 32),
                    w3 = load16(dt, w, row + c + 48);
@@ -63,7 +53,7 @@ void pq_dense_gemv_avx512(pq_dense_type dt, const void *w, int cols, int r0, int
         for (int t = 0; t < T; t++) {
             float s = _mm512_reduce_add_ps(
                 _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
-            for (int k = c; k < cols; k++) s += load1(dt, w, row + k) * x[(size_t)t * cols + k];
+            for (int k = c; k < cols; k++) s += pq_dense_at(dt, w, row + k) * x[(size_t)t * cols + k];
             y[(size_t)t * ldy + r] = s;
         }
     }

@@ -10,37 +10,29 @@
 // GEMV checks for them (32 bytes per test).
 #include <immintrin.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
+#include "kernels/simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
-// Software prefetch distance in bytes (see kernels/qpack_avx512.c).
-#define PREFETCH 8192
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // 8 codes, sign-extended to 32 bits
-INLINE __m256i load8(const void *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+PQ_INLINE __m256i load8(const void *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
 // 16 codes as the fp16 bits of decode * 2^-8 (NaN codes excepted)
-INLINE __m256i fp8_half16(const void *p) {
+PQ_INLINE __m256i fp8_half16(const void *p) {
     __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
     return _mm256_and_si256(_mm256_slli_epi16(v, 7), _mm256_set1_epi16((short)0xbf80));
 }
 
 // decode(b[0..8)) * 2^-8 as f32 (NaN codes excepted)
-INLINE __m256 fp8_scaled8(const void *p) {
+PQ_INLINE __m256 fp8_scaled8(const void *p) {
     __m128i v = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
     return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(v, 7), _mm_set1_epi16((short)0xbf80)));
 }
 
 // decode(b[0..8)) exactly, NaN codes included
-INLINE __m256 fp8_decode8(const void *p) {
+PQ_INLINE __m256 fp8_decode8(const void *p) {
     __m256i v = load8(p);
     __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), _mm256_set1_epi32(0x7f));
     __m256i qnan = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32((int)0x80000000u)),
@@ -74,7 +66,7 @@ void pq_int8_rows_avx2(const pq_int8_weight *w, int r0, int n, float *out) {
 // y[t][r] = scale_r * sum_c v(q[r][c]) x[t][c], with v = decode * 2^-8 for
 // fp8 (2^8 goes into the scale): 32 columns per step, two accumulators per
 // token; T and fp8 are constants after inlining.
-INLINE void gemv(const void *qbase, const float *scales, int per_channel, int cols, int r0, int n, const float *x,
+PQ_INLINE void gemv(const void *qbase, const float *scales, int per_channel, int cols, int r0, int n, const float *x,
                  int T, float *y, int ldy, int fp8) {
     const __m256i b80 = _mm256_set1_epi8((char)0x80), bff = _mm256_set1_epi8((char)0xff);
     for (int r = r0; r < r0 + n; r++) {
@@ -85,7 +77,7 @@ INLINE void gemv(const void *qbase, const float *scales, int per_channel, int co
         __m256i nan = _mm256_setzero_si256(); // NaN codes seen: b | 0x80 == 0xff
         int c = 0;
         for (; c + 32 <= cols; c += 32) {
-            _mm_prefetch((const char *)(q + c) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
             __m256 wv[4];
             if (fp8) {
                 __m256i b = _mm256_loadu_si256((const __m256i *)(q + c));
@@ -111,7 +103,7 @@ INLINE void gemv(const void *qbase, const float *scales, int per_channel, int co
         int has_nan = !_mm256_testz_si256(nan, nan);
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
-            float sum = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+            float sum = pq_hsum_ps(_mm256_add_ps(acc[t][0], acc[t][1]));
             if (fp8) sum *= 256.0f;
             for (int k = tail; k < cols; k++)
                 sum += (fp8 ? pq_fp8_e4m3_decode((uint8_t)q[k]) : (float)q[k]) * x[(size_t)t * cols + k];
@@ -120,29 +112,15 @@ INLINE void gemv(const void *qbase, const float *scales, int per_channel, int co
     }
 }
 
-// One instance per T so the token loops unroll.
-static void fp8_gemv(const pq_fp8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    switch (T) {
-    case 1: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 1, y, ldy, 1); return;
-    case 2: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 2, y, ldy, 1); return;
-    case 3: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 3, y, ldy, 1); return;
-    default: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 4, y, ldy, 1); return;
-    }
-}
-
-static void int8_gemv(const pq_int8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    switch (T) {
-    case 1: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 1, y, ldy, 0); return;
-    case 2: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 2, y, ldy, 0); return;
-    case 3: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 3, y, ldy, 0); return;
-    default: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 4, y, ldy, 0); return;
-    }
-}
-
+// One instance per T (and format) so the token loops unroll.
 void pq_fp8_gemv_avx2(const pq_fp8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    fp8_gemv(w, r0, n, x, T, y, ldy);
+#define FP8(t) gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, t, y, ldy, 1)
+    PQ_GEMV_T_SWITCH(T, FP8);
+#undef FP8
 }
 
 void pq_int8_gemv_avx2(const pq_int8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    int8_gemv(w, r0, n, x, T, y, ldy);
+#define INT8(t) gemv(w->q, w->scales, 1, w->cols, r0, n, x, t, y, ldy, 0)
+    PQ_GEMV_T_SWITCH(T, INT8);
+#undef INT8
 }

@@ -2,16 +2,15 @@
 // 16 lanes wide, 64 columns per step, the last partial step masked.
 #include <immintrin.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
+#include "kernels/simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
-// Software prefetch distance in bytes (see kernels/qpack_avx512.c).
-#define PREFETCH 8192
 
 // The 16 columns at q of mask m as f32: decode * 2^-8 for fp8 (NaN codes
 // excepted; *nan collects them), the integer for int8.
-INLINE __m512 load16(const int8_t *q, __mmask16 m, int fp8, __mmask16 *nan) {
+PQ_INLINE __m512 load16(const int8_t *q, __mmask16 m, int fp8, __mmask16 *nan) {
     __m128i b = _mm_maskz_loadu_epi8(m, q);
     if (!fp8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
     *nan |= _mm_mask_cmpeq_epi8_mask(m, _mm_or_si128(b, _mm_set1_epi8((char)0x80)), _mm_set1_epi8((char)0xff));
@@ -19,7 +18,7 @@ INLINE __m512 load16(const int8_t *q, __mmask16 m, int fp8, __mmask16 *nan) {
     return _mm512_cvtph_ps(h);
 }
 
-INLINE void gemv(const void *qbase, const float *scales, int per_channel, int cols, int r0, int n, const float *x,
+PQ_INLINE void gemv(const void *qbase, const float *scales, int per_channel, int cols, int r0, int n, const float *x,
                  int T, float *y, int ldy, int fp8) {
     const __m512i b80 = _mm512_set1_epi8((char)0x80), bff = _mm512_set1_epi8((char)0xff);
     for (int r = r0; r < r0 + n; r++) {
@@ -31,7 +30,7 @@ INLINE void gemv(const void *qbase, const float *scales, int per_channel, int co
         __mmask16 nan16 = 0;
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)(q + c) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
             __m512 wv[4];
             if (fp8) {
                 nan64 |= _mm512_cmpeq_epi8_mask(_mm512_or_si512(_mm512_loadu_si512(q + c), b80), bff);
@@ -70,29 +69,15 @@ INLINE void gemv(const void *qbase, const float *scales, int per_channel, int co
     }
 }
 
-// One instance per T so the token loops unroll.
-static void fp8_gemv(const pq_fp8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    switch (T) {
-    case 1: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 1, y, ldy, 1); return;
-    case 2: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 2, y, ldy, 1); return;
-    case 3: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 3, y, ldy, 1); return;
-    default: gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, 4, y, ldy, 1); return;
-    }
-}
-
-static void int8_gemv(const pq_int8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    switch (T) {
-    case 1: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 1, y, ldy, 0); return;
-    case 2: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 2, y, ldy, 0); return;
-    case 3: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 3, y, ldy, 0); return;
-    default: gemv(w->q, w->scales, 1, w->cols, r0, n, x, 4, y, ldy, 0); return;
-    }
-}
-
+// One instance per T (and format) so the token loops unroll.
 void pq_fp8_gemv_avx512(const pq_fp8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    fp8_gemv(w, r0, n, x, T, y, ldy);
+#define FP8(t) gemv(w->q, w->scales, w->per_channel, w->cols, r0, n, x, t, y, ldy, 1)
+    PQ_GEMV_T_SWITCH(T, FP8);
+#undef FP8
 }
 
 void pq_int8_gemv_avx512(const pq_int8_weight *w, int r0, int n, const float *x, int T, float *y, int ldy) {
-    int8_gemv(w, r0, n, x, T, y, ldy);
+#define INT8(t) gemv(w->q, w->scales, 1, w->cols, r0, n, x, t, y, ldy, 0)
+    PQ_GEMV_T_SWITCH(T, INT8);
+#undef INT8
 }

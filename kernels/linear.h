@@ -20,7 +20,14 @@
 #include "common/threads.h"
 #include "kernels/dense.h"
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
 #include "kernels/qpack.h"
+
+// The most tokens a linear runs through its format's GEMV (one pass over the
+// weight for all of them); more go through panels + sgemm. Every format's
+// GEMV kernel (kernels/dense.h, qpack.h, fp8.h, int8.h, w8a8.h) is written
+// for T up to this.
+#define PQ_GEMV_MAX_T 4
 
 typedef enum {
     PQ_W_DENSE,   // F32 / F16 / BF16 (dense_type, w)

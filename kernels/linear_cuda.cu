@@ -172,21 +172,26 @@ static pq_status upload_qpack(const pq_qpack *q, const char *what, pq_linear_cud
                what, q->bits, q->group);
     const int wpr = pq_qpack_words_per_row(q->cols, q->bits), ng = pq_qpack_ngroups(q->cols, q->group);
     const size_t nsc = (size_t)q->rows * ng;
-    L->bits = q->bits, L->group = q->group, L->ngroups = ng;
-    L->ldw = (int)round_up((size_t)wpr, 16);
-    PQ_TRY(dev_rows((void **)&L->d_packed, (size_t)q->rows, (size_t)L->ldw * 4, q->packed, (size_t)wpr * 4,
-                    (size_t)wpr * 4, (size_t)q->rows, what));
+    pq_qpack_dev *d = &L->qp;
+    void *p = NULL;
+    d->bits = q->bits, d->group = q->group, d->ngroups = ng;
+    d->ldw = (int)round_up((size_t)wpr, 16);
+    PQ_TRY(dev_rows(&p, (size_t)q->rows, (size_t)d->ldw * 4, q->packed, (size_t)wpr * 4, (size_t)wpr * 4,
+                    (size_t)q->rows, what));
+    d->packed = (const uint32_t *)p;
     // FP16 scales when that loses nothing (checkpoints store them as FP16 /
     // BF16): half the bytes the GEMV reads besides the codes
     uint16_t *s16 = (uint16_t *)malloc(nsc * sizeof(uint16_t));
     PQ_FAIL_IF(!s16, PQ_ERR_NOMEM, "%s: out of memory", what);
-    L->scales_f16 = 1;
-    for (size_t i = 0; i < nsc && L->scales_f16; i++) {
+    d->scales_f16 = 1;
+    for (size_t i = 0; i < nsc && d->scales_f16; i++) {
         s16[i] = pq_f32_to_fp16(q->scales[i]);
-        L->scales_f16 = pq_fp16_to_f32(s16[i]) == q->scales[i];
+        d->scales_f16 = pq_fp16_to_f32(s16[i]) == q->scales[i];
     }
-    pq_status s = L->scales_f16 ? pq_cuda_copy_named(&L->d_scales, s16, nsc * 2, what)
-                                : pq_cuda_copy_named(&L->d_scales, q->scales, nsc * 4, what);
+    p = NULL;
+    pq_status s = d->scales_f16 ? pq_cuda_copy_named(&p, s16, nsc * 2, what)
+                                : pq_cuda_copy_named(&p, q->scales, nsc * 4, what);
+    d->scales = p;
     free(s16);
     PQ_TRY(s);
     if (q->zeros) {
@@ -195,24 +200,35 @@ static pq_status upload_qpack(const pq_qpack *q, const char *what, pq_linear_cud
         for (size_t i = 0; i < nsc; i++)
             PQ_FAIL_IF(q->zeros[i] >> q->bits, PQ_ERR_FORMAT, "%s: zero point %d of a %d-bit weight (row %zu)", what,
                        q->zeros[i], q->bits, i / ng);
-        PQ_TRY(pq_cuda_copy_named((void **)&L->d_zeros, q->zeros, nsc, what));
+        p = NULL;
+        s = pq_cuda_copy_named(&p, q->zeros, nsc, what);
+        d->zeros = (const uint8_t *)p;
+        PQ_TRY(s);
     }
     if (q->g_idx) {
         for (int c = 0; c < q->cols; c++)
             PQ_FAIL_IF(q->g_idx[c] < 0 || q->g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: g_idx[%d] = %d outside [0, %d)", what,
                        c, q->g_idx[c], ng);
-        PQ_TRY(pq_cuda_copy_named((void **)&L->d_gidx, q->g_idx, (size_t)q->cols * 4, what));
+        p = NULL;
+        s = pq_cuda_copy_named(&p, q->g_idx, (size_t)q->cols * 4, what);
+        d->gidx = (const int32_t *)p;
+        PQ_TRY(s);
     }
     return PQ_OK;
 }
 
 // INT8 / FP8 codes, rows padded to ldq bytes and to a multiple of 16 rows.
 static pq_status upload_bytes(const void *q, const float *scales, int nscales, const char *what, pq_linear_cuda *L) {
-    L->ldq = (int)round_up((size_t)L->cols, 64);
-    PQ_TRY(dev_rows((void **)&L->d_q, round_up((size_t)L->rows, 16), (size_t)L->ldq, q, (size_t)L->cols,
-                    (size_t)L->cols, (size_t)L->rows, what));
-    PQ_TRY(pq_cuda_copy_named((void **)&L->d_wscale, scales, (size_t)nscales * 4, what));
-    return PQ_OK;
+    pq_bytes_dev *d = &L->qb;
+    void *p = NULL;
+    d->ldq = (int)round_up((size_t)L->cols, 64);
+    PQ_TRY(dev_rows(&p, round_up((size_t)L->rows, 16), (size_t)d->ldq, q, (size_t)L->cols, (size_t)L->cols,
+                    (size_t)L->rows, what));
+    d->q = (const uint8_t *)p;
+    p = NULL;
+    pq_status s = pq_cuda_copy_named(&p, scales, (size_t)nscales * 4, what);
+    d->scales = (const float *)p;
+    return s;
 }
 
 static pq_status check_act(const pq_linear *W, const char *what) {
@@ -245,10 +261,10 @@ static pq_status upload_weight(const pq_linear *W, const char *what, pq_linear_c
         PQ_FAIL_IF(W->q.rows != W->rows || W->q.cols != W->cols, PQ_ERR_ARG, "%s: packed shape disagrees", what);
         return upload_qpack(&W->q, what, L);
     case PQ_W_INT8:
-        L->per_channel = 1;
+        L->qb.per_channel = 1;
         return upload_bytes(W->i8.q, W->i8.scales, W->rows, what, L);
     case PQ_W_FP8:
-        L->per_channel = W->f8.per_channel;
+        L->qb.per_channel = W->f8.per_channel;
         return upload_bytes(W->f8.q, W->f8.scales, W->f8.per_channel ? W->rows : 1, what, L);
     }
     return PQ_FAIL(PQ_ERR_FORMAT, "%s: weight format %d", what, (int)W->fmt);
@@ -284,12 +300,12 @@ void pq_linear_cuda_free(pq_linear_cuda *L) {
     if (!L) return;
     if (!L->borrowed_w) {
         cudaFree(L->d_w);
-        cudaFree(L->d_packed);
-        cudaFree(L->d_scales);
-        cudaFree(L->d_zeros);
-        cudaFree(L->d_gidx);
-        cudaFree(L->d_q);
-        cudaFree(L->d_wscale);
+        cudaFree((void *)L->qp.packed);
+        cudaFree((void *)L->qp.scales);
+        cudaFree((void *)L->qp.zeros);
+        cudaFree((void *)L->qp.gidx);
+        cudaFree((void *)L->qb.q);
+        cudaFree((void *)L->qb.scales);
     }
     cudaFree(L->d_bias);
     memset(L, 0, sizeof *L);
@@ -317,7 +333,7 @@ static w8a8_layout w8a8_ws(const pq_linear_cuda *L, int Tc) {
     size_t T_pad = round_up((size_t)Tc, 16);
     w8a8_layout o;
     o.qx = 0;
-    o.sx = round_up(o.qx + T_pad * L->ldq, 256);
+    o.sx = round_up(o.qx + T_pad * L->qb.ldq, 256);
     o.acc = round_up(o.sx + T_pad * 4, 256);
     o.lt = round_up(o.acc + T_pad * round_up((size_t)L->rows, 16) * 4, 256);
     o.total = o.lt + LT_WS_BYTES;
@@ -432,11 +448,11 @@ static pq_status forward_w8a8(const pq_linear_cuda *L, const uint16_t *d_x, int 
     uint8_t *ws = (uint8_t *)c->d_ws;
     for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK_T) {
         const int nt = T - t0 < W8A8_CHUNK_T ? T - t0 : W8A8_CHUNK_T, nt_pad = (int)round_up((size_t)nt, 16);
-        PQ_TRY(pq_actq_cuda(&L->act, d_x + (size_t)t0 * L->cols, nt, L->cols, L->ldq, nt_pad, ws + o.qx,
+        PQ_TRY(pq_actq_cuda(&L->act, d_x + (size_t)t0 * L->cols, nt, L->cols, L->qb.ldq, nt_pad, ws + o.qx,
                             (float *)(ws + o.sx), c->stream));
-        PQ_TRY(lt_matmul(c, fp8, L->d_q, ws + o.qx, ws + o.acc, rows_pad, nt_pad, L->ldq, ws + o.lt));
-        PQ_TRY(pq_w8a8_epilogue_cuda(!fp8, ws + o.acc, rows_pad, (const float *)(ws + o.sx), L->d_wscale,
-                                     L->per_channel, L->d_bias, nt, L->rows, d_y + (size_t)t0 * L->rows, c->stream));
+        PQ_TRY(lt_matmul(c, fp8, L->qb.q, ws + o.qx, ws + o.acc, rows_pad, nt_pad, L->qb.ldq, ws + o.lt));
+        PQ_TRY(pq_w8a8_epilogue_cuda(!fp8, ws + o.acc, rows_pad, (const float *)(ws + o.sx), L->qb.scales,
+                                     L->qb.per_channel, L->d_bias, nt, L->rows, d_y + (size_t)t0 * L->rows, c->stream));
     }
     return PQ_OK;
 }

@@ -31,26 +31,51 @@
 extern "C" {
 #endif
 
+#include <stddef.h>
+
 #include "common/status.h"
 #include "kernels/linear.h"
+
+// The device layouts of the quantized formats: one struct each, filled by
+// the upload (host code, compiled as C or C++) and passed by value to the
+// CUDA kernels (kernels/qgemv_cuda.cu, qrows_cuda.cu), which read the
+// layout through it alone; the offsets and sizes below are checked by every
+// compiler of this header, so all of them agree on it.
+
+// A pack-quantized weight (PQ_W_QPACK), rows x cols codes of `bits` bits.
+typedef struct {
+    const uint32_t *packed;  // [rows][ldw] words, each row padded with zero words
+    const void *scales;      // [rows][ngroups]: __half when scales_f16, else float
+    const uint8_t *zeros;    // [rows][ngroups] unsigned zero points, or NULL (symmetric: 2^(bits-1))
+    const int32_t *gidx;     // [cols] each column's group, or NULL (column / group)
+    int bits, group, ngroups;
+    int ldw;                 // words per row: pq_qpack_words_per_row rounded up to 16
+    int scales_f16;
+} pq_qpack_dev;
+PQ_STATIC_ASSERT(offsetof(pq_qpack_dev, gidx) == 3 * sizeof(void *), "pq_qpack_dev: pointers first");
+PQ_STATIC_ASSERT(offsetof(pq_qpack_dev, bits) == 4 * sizeof(void *), "pq_qpack_dev: then the ints");
+PQ_STATIC_ASSERT(offsetof(pq_qpack_dev, scales_f16) == 4 * sizeof(void *) + 4 * sizeof(int), "pq_qpack_dev: ints");
+PQ_STATIC_ASSERT(sizeof(pq_qpack_dev) == PQ_ROUND_UP(4 * sizeof(void *) + 5 * sizeof(int), sizeof(void *)),
+                 "pq_qpack_dev: no padding but the tail");
+
+// 8-bit codes (PQ_W_INT8 / PQ_W_FP8), rows x cols bytes.
+typedef struct {
+    const uint8_t *q;        // [rows rounded up to 16][ldq] bytes, zero padded
+    const float *scales;     // [rows], or [1] for an FP8 per-tensor scale (per_channel 0)
+    int ldq;                 // bytes per row: cols rounded up to 64
+    int per_channel;
+} pq_bytes_dev;
+PQ_STATIC_ASSERT(offsetof(pq_bytes_dev, ldq) == 2 * sizeof(void *), "pq_bytes_dev: pointers first");
+PQ_STATIC_ASSERT(sizeof(pq_bytes_dev) == PQ_ROUND_UP(2 * sizeof(void *) + 2 * sizeof(int), sizeof(void *)),
+                 "pq_bytes_dev: no padding but the tail");
 
 typedef struct {
     pq_wformat fmt;
     int rows, cols;
     pq_actq act;         // W8A8 (PQ_W_INT8 / PQ_W_FP8); PQ_ACTQ_NONE: weight only
     uint16_t *d_w;       // PQ_W_DENSE: FP16 [rows][cols]
-    // PQ_W_QPACK
-    int bits, group, ngroups, ldw;
-    uint32_t *d_packed;  // [rows][ldw]
-    void *d_scales;      // [rows][ngroups]: __half when scales_f16, else float
-    int scales_f16;
-    uint8_t *d_zeros;    // [rows][ngroups] or NULL (symmetric: 2^(bits-1))
-    int32_t *d_gidx;     // [cols] or NULL
-    // PQ_W_INT8 / PQ_W_FP8
-    int ldq;
-    uint8_t *d_q;        // [rows rounded up to 16][ldq]
-    float *d_wscale;     // [rows], or [1] for an FP8 per-tensor scale (per_channel 0)
-    int per_channel;
+    pq_qpack_dev qp;     // PQ_W_QPACK (its arrays owned)
+    pq_bytes_dev qb;     // PQ_W_INT8 / PQ_W_FP8 (its arrays owned)
     float *d_bias;       // f32 [rows] or NULL
     int borrowed_w;      // d_w belongs to another pq_linear_cuda (a tied embedding): not freed here
 } pq_linear_cuda;

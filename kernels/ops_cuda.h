@@ -15,10 +15,7 @@
 // a fault while the kernel runs shows up at the next synchronizing call.
 // Sizes of 0 launch nothing.
 //
-// pq_cuda_test_<op>: host wrappers for the tests (kernels/ops_cuda_test.cu):
-// host arrays in, device buffers allocated, the op run and waited for, the
-// result copied back, everything freed. PQ_ERR_CUDA (naming the call) on any
-// CUDA failure, PQ_ERR_NO_DEVICE without a device.
+// The tests run these ops through host wrappers (tests/lib/cuda_wrappers.h).
 #ifndef PQ_OPS_CUDA_H
 #define PQ_OPS_CUDA_H
 
@@ -71,30 +68,6 @@ pq_status pq_f32_to_f16_cuda(const float *d_x, size_t n, uint16_t *d_y, void *st
 #define PQ_ATTN_CUDA_MAX_HD 256
 pq_status pq_attention_cuda(const pq_attn_shape *s, const float *d_q, const uint16_t *d_k, const uint16_t *d_v,
                             int T, int pos0, uint16_t *d_out, void *stream);
-
-// ---- host wrappers for the tests ------------------------------------------
-
-// table FP16 [vocab][n]; tokens [T] (each < vocab, else PQ_ERR_ARG); x [T][n].
-pq_status pq_cuda_test_embed(const uint16_t *table, int vocab, int n, const int32_t *tokens, int T, float *x);
-// y [T][n]: the FP16 output widened to f32.
-pq_status pq_cuda_test_rmsnorm(const float *x, const float *w, int T, int n, float eps, float *y);
-// Builds the tables on the device (returned in cs/sn [T][head_dim/2]) and
-// rotates x [T][stride] in place with them.
-pq_status pq_cuda_test_rope(const double *inv_freq, int head_dim, int pos0, int T, int stride, int n_heads,
-                            float *x, float *cs, float *sn);
-// out [n]: the FP16 output widened to f32.
-pq_status pq_cuda_test_swiglu(const float *gate, const float *up, size_t n, float *out);
-// y [n] += x [n].
-pq_status pq_cuda_test_add(float *y, const float *x, size_t n);
-// y [n]: FP16 bit patterns.
-pq_status pq_cuda_test_f32_to_f16(const float *x, size_t n, uint16_t *y);
-// k and v f32 [pos0+T][n_kv*hd] are rounded to FP16 on the way in; out
-// [T][n_heads*hd] is the FP16 output widened to f32.
-pq_status pq_cuda_test_attention(const pq_attn_shape *s, const float *q, const float *k, const float *v, int T,
-                                 int pos0, float *out);
-// y [T][rows] = x W^T + b through pq_linear_cuda_forward (W uploaded by
-// kernels/linear_cuda.h, x rounded to FP16 on the way in).
-pq_status pq_cuda_test_linear(const pq_linear *W, const float *x, int T, float *y);
 
 #ifdef __cplusplus
 }

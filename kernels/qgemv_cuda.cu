@@ -43,13 +43,10 @@ constexpr int UNROLL = 4;       // chunks in flight per warp
 constexpr int GEN_ROWS = 8;     // generic kernel: one warp per row, 8 rows per block
 
 struct GemvArgs {
-    const uint32_t *w;          // [rows][ldw] words (INT8 / FP8: bytes seen as words)
-    int ldw, rows, cols, nchunks;
-    const void *scales;         // QPACK scales [rows][ng] (__half or float)
-    const uint8_t *zeros;       // QPACK zero points [rows][ng] or NULL
-    int ng, group, bits;
-    const float *wscale;        // INT8 / FP8 scales
-    int per_channel;
+    pq_qpack_dev qp;            // QPACK: the weight's layout (kernels/linear_cuda.h)
+    pq_bytes_dev qb;            // INT8 / FP8: the weight's layout
+    const uint32_t *w;          // the words streamed: qp.packed, or qb.q's bytes seen as words
+    int ldw, rows, cols, nchunks; // words per row of w (qp.ldw, qb.ldq / 4), shape, 16-word chunks per row
     const __half *x;            // [T][cols]
     int T, xvec;                // xvec: rows of x may be read as aligned vectors
     const float *bias;
@@ -117,12 +114,12 @@ __device__ __forceinline__ Konst konst(const GemvArgs &a, int row, int code0) {
     Konst k = {0, 0, 0};
     if constexpr (F == Q4 || F == Q8) {
         int gi = 0;
-        if constexpr (GROUPED) gi = min(code0 / a.group, a.ng - 1); // padding columns: any group (x is 0)
-        size_t i = (size_t)row * a.ng + gi;
-        uint32_t z = a.zeros ? __ldg(a.zeros + i) : 1u << (a.bits - 1);
+        if constexpr (GROUPED) gi = min(code0 / a.qp.group, a.qp.ngroups - 1); // padding columns: any group (x is 0)
+        size_t i = (size_t)row * a.qp.ngroups + gi;
+        uint32_t z = a.qp.zeros ? __ldg(a.qp.zeros + i) : 1u << (a.qp.bits - 1);
         k.zlo = bcast(0x6400u + z);                          // 1024 + z
         if constexpr (F == Q4) k.zhi = bcast(0xd400u + 16u * z); // -(64 + z)
-        if constexpr (GROUPED) k.s2 = scale_h2<S>(a.scales, i);
+        if constexpr (GROUPED) k.s2 = scale_h2<S>(a.qp.scales, i);
     } else if constexpr (F == I8) {
         k.zlo = bcast(0x6480u); // codes are made unsigned (q + 128): 1024 + 128
     }
@@ -201,8 +198,8 @@ __device__ __forceinline__ void x_pairs(const GemvArgs &a, const __half *xg, boo
 
 template <Fmt F, bool GROUPED, class S>
 __device__ __forceinline__ float row_scale(const GemvArgs &a, int row) {
-    if constexpr (F == Q4 || F == Q8) return scale_f32<S>(a.scales, (size_t)row); // one group: ng == 1
-    else return __ldg(a.wscale + (a.per_channel ? row : 0));
+    if constexpr (F == Q4 || F == Q8) return scale_f32<S>(a.qp.scales, (size_t)row); // one group: ng == 1
+    else return __ldg(a.qb.scales + (a.qb.per_channel ? row : 0));
 }
 
 template <Fmt F, bool GROUPED, class S>
@@ -271,12 +268,13 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_tc(GemvArgs a) {
 
 // The generic GEMV: one warp per row, the specification's arithmetic.
 template <class S>
-__global__ void __launch_bounds__(GEN_ROWS * 32) gemv_generic(GemvArgs a, const int32_t *gidx) {
+__global__ void __launch_bounds__(GEN_ROWS * 32) gemv_generic(GemvArgs a) {
     const int row = blockIdx.x * GEN_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= a.rows) return; // whole warps leave; nothing below synchronizes the block
-    const int per = 32 / a.bits, words = (a.cols + per - 1) / per;
-    const uint32_t mask = (1u << a.bits) - 1u;
-    const int one_group = a.group >= a.cols;
+    const int per = 32 / a.qp.bits, words = (a.cols + per - 1) / per;
+    const uint32_t mask = (1u << a.qp.bits) - 1u;
+    const int one_group = a.qp.group >= a.cols;
+    const int32_t *gidx = a.qp.gidx;
     const uint32_t *wr = a.w + (size_t)row * a.ldw;
     float acc[PQ_CUDA_GEMV_T];
 #pragma unroll
@@ -286,10 +284,10 @@ __global__ void __launch_bounds__(GEN_ROWS * 32) gemv_generic(GemvArgs a, const 
         for (int i = 0; i < per; i++) {
             const int c = j * per + i;
             if (c >= a.cols) break;
-            const int gi = gidx ? __ldg(gidx + c) : one_group ? 0 : c / a.group;
-            const size_t si = (size_t)row * a.ng + gi;
-            const int z = a.zeros ? (int)__ldg(a.zeros + si) : 1 << (a.bits - 1);
-            const float wv = scale_f32<S>(a.scales, si) * (float)((int)((word >> (i * a.bits)) & mask) - z);
+            const int gi = gidx ? __ldg(gidx + c) : one_group ? 0 : c / a.qp.group;
+            const size_t si = (size_t)row * a.qp.ngroups + gi;
+            const int z = a.qp.zeros ? (int)__ldg(a.qp.zeros + si) : 1 << (a.qp.bits - 1);
+            const float wv = scale_f32<S>(a.qp.scales, si) * (float)((int)((word >> (i * a.qp.bits)) & mask) - z);
 #pragma unroll
             for (int t = 0; t < PQ_CUDA_GEMV_T; t++)
                 if (t < a.T) acc[t] += wv * __half2float(a.x[(size_t)t * a.cols + c]);
@@ -307,13 +305,9 @@ GemvArgs args_of(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y
     GemvArgs a;
     memset(&a, 0, sizeof a);
     a.rows = L->rows, a.cols = L->cols;
-    if (L->fmt == PQ_W_QPACK) {
-        a.w = L->d_packed, a.ldw = L->ldw;
-        a.scales = L->d_scales, a.zeros = L->d_zeros, a.ng = L->ngroups, a.group = L->group, a.bits = L->bits;
-    } else {
-        a.w = (const uint32_t *)L->d_q, a.ldw = L->ldq / 4;
-        a.wscale = L->d_wscale, a.per_channel = L->per_channel;
-    }
+    a.qp = L->qp, a.qb = L->qb;
+    if (L->fmt == PQ_W_QPACK) a.w = L->qp.packed, a.ldw = L->qp.ldw;
+    else a.w = (const uint32_t *)L->qb.q, a.ldw = L->qb.ldq / 4;
     a.nchunks = a.ldw / CHUNK;
     a.x = (const __half *)d_x, a.T = T;
     a.bias = L->d_bias, a.y = d_y;
@@ -327,15 +321,17 @@ template <Fmt F, bool GROUPED, class S> pq_status launch_tc(const GemvArgs &a, c
 }
 
 template <Fmt F> pq_status launch_qpack(const pq_linear_cuda *L, const GemvArgs &a, cudaStream_t st) {
-    if (L->ngroups == 1) return L->scales_f16 ? launch_tc<F, false, __half>(a, st) : launch_tc<F, false, float>(a, st);
-    return L->scales_f16 ? launch_tc<F, true, __half>(a, st) : launch_tc<F, true, float>(a, st);
+    if (L->qp.ngroups == 1)
+        return L->qp.scales_f16 ? launch_tc<F, false, __half>(a, st) : launch_tc<F, false, float>(a, st);
+    return L->qp.scales_f16 ? launch_tc<F, true, __half>(a, st) : launch_tc<F, true, float>(a, st);
 }
 
 // Whether the tensor-core GEMV takes this QPACK weight: 4 or 8 bits, no
 // g_idx, and every 16-byte vector of a row in one group.
 int qpack_tc_ok(const pq_linear_cuda *L) {
-    if ((L->bits != 4 && L->bits != 8) || L->d_gidx) return 0;
-    return L->ngroups == 1 || L->group % (4 * (32 / L->bits)) == 0;
+    const pq_qpack_dev *q = &L->qp;
+    if ((q->bits != 4 && q->bits != 8) || q->gidx) return 0;
+    return q->ngroups == 1 || q->group % (4 * (32 / q->bits)) == 0;
 }
 
 } // namespace
@@ -346,8 +342,8 @@ pq_status pq_qpack_gemv_generic_cuda(const pq_linear_cuda *L, const uint16_t *d_
     PQ_FAIL_IF(T < 1 || T > PQ_CUDA_GEMV_T, PQ_ERR_ARG, "GEMV of %d tokens (1..%d)", T, PQ_CUDA_GEMV_T);
     GemvArgs a = args_of(L, d_x, T, d_y);
     unsigned blocks = (unsigned)((L->rows + GEN_ROWS - 1) / GEN_ROWS);
-    if (L->scales_f16) gemv_generic<__half><<<blocks, GEN_ROWS * 32, 0, (cudaStream_t)stream>>>(a, L->d_gidx);
-    else gemv_generic<float><<<blocks, GEN_ROWS * 32, 0, (cudaStream_t)stream>>>(a, L->d_gidx);
+    if (L->qp.scales_f16) gemv_generic<__half><<<blocks, GEN_ROWS * 32, 0, (cudaStream_t)stream>>>(a);
+    else gemv_generic<float><<<blocks, GEN_ROWS * 32, 0, (cudaStream_t)stream>>>(a);
     PQ_CUDA_LAUNCHED("gemv_generic");
     return PQ_OK;
 }
@@ -357,12 +353,12 @@ pq_status pq_qlinear_gemv_cuda(const pq_linear_cuda *L, const uint16_t *d_x, int
     PQ_FAIL_IF(L->act.type != PQ_ACTQ_NONE, PQ_ERR_ARG, "weight-only GEMV of a W8A8 linear");
     cudaStream_t st = (cudaStream_t)stream;
     GemvArgs a = args_of(L, d_x, T, d_y);
-    const int codes = L->fmt == PQ_W_QPACK && L->bits == 4 ? 8 : 4; // columns per word
+    const int codes = L->fmt == PQ_W_QPACK && L->qp.bits == 4 ? 8 : 4; // columns per word
     a.xvec = L->cols % codes == 0 && (uintptr_t)d_x % (2 * codes) == 0;
     switch (L->fmt) {
     case PQ_W_QPACK:
         if (!qpack_tc_ok(L)) return pq_qpack_gemv_generic_cuda(L, d_x, T, d_y, stream);
-        return L->bits == 4 ? launch_qpack<Q4>(L, a, st) : launch_qpack<Q8>(L, a, st);
+        return L->qp.bits == 4 ? launch_qpack<Q4>(L, a, st) : launch_qpack<Q8>(L, a, st);
     case PQ_W_INT8: return launch_tc<I8, false, float>(a, st);
     case PQ_W_FP8: return launch_tc<F8, false, float>(a, st);
     case PQ_W_DENSE: break;

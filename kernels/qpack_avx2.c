@@ -23,21 +23,12 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/qpack.h"
+#include "kernels/simd.h"
 
 #define L 8
 #define TAIL (9 * 16) // columns in at most 9 words
-// Software prefetch distance in bytes of packed weights (see qpack_avx512.c).
-#define PREFETCH 8192
-#define INLINE static inline __attribute__((always_inline))
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static int ngroups(const pq_qpack *w) { return pq_qpack_ngroups(w->cols, w->group); }
 
@@ -75,7 +66,7 @@ void pq_qpack_rows_avx2(const pq_qpack *w, int r0, int n, float *out) {
 
 // acc[t] += row r, columns c0..cols (the tail past the full blocks: fewer
 // than 9 words, so < TAIL columns), decoded exactly, dotted with x[t].
-INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T, __m256 *acc) {
+PQ_INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T, __m256 *acc) {
     float tile[TAIL];
     int n = w->cols - c0, c = 0;
     decode_span(w, r, c0, n, tile);
@@ -113,16 +104,16 @@ static groups block_groups(const pq_qpack *w) {
     return g;
 }
 
-INLINE int block_g0(const groups *g, int b) {
+PQ_INLINE int block_g0(const groups *g, int b) {
     return !g->wpg ? 0 : g->nper > 1 ? b * g->nper : b * L / g->wpg;
 }
 
-INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
+PQ_INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
     if (g->nper == 1) return _mm256_broadcast_ss(sr + g0);
     return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sr + g0, g->lanes), g->idx);
 }
 
-INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
+PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
     if (g->nper == 1) return _mm256_set1_ps((float)zr[g0]);
     uint64_t z = 0; // nper is 2, 4 or 8: fixed-size copies, inlined
     if (g->nper == 2) memcpy(&z, zr + g0, 2);
@@ -135,7 +126,7 @@ INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
 // Rows r0..r0+n; T, bits and aligned are constants after inlining.
 //   aligned: per block, acc = sum_i q_i x_i - zero * xsum, total += scale * acc
 //   else:    total += scale[gi] * q_i * x_i (gathered), minus sum_g scale_g zero_g X_g at the end
-INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                         int bits, int aligned) {
     const groups g = block_groups(w);
     const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits), ng = ngroups(w);
@@ -152,7 +143,7 @@ INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T,
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
             __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * L));
             const float *xb = xp + (size_t)b * T * xstride;
             __m256 acc[PQ_GEMV_MAX_T];
@@ -190,35 +181,24 @@ INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T,
             double zx = 0; // sum_g scale_g zero_g X_g, in double: it cancels much of tot
             for (int k = 0; !aligned && k < ng; k++)
                 zx += (double)sr[k] * (zr ? zr[k] : 1 << (bits - 1)) * X[(size_t)t * ng + k];
-            y[(size_t)t * ldy + r] = (float)(hsum(tot[t]) - zx);
+            y[(size_t)t * ldy + r] = (float)(pq_hsum_ps(tot[t]) - zx);
         }
     }
 }
 
 // One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
-INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
-                      int bits) {
-    switch (T * 2 + pq_qpack_gemv_aligned(w, L)) {
-    case 2: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 0); return;
-    case 3: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 1); return;
-    case 4: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 0); return;
-    case 5: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 1); return;
-    case 6: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 0); return;
-    case 7: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 1); return;
-    case 8: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 0); return;
-    default: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 1); return;
-    }
-}
-static void gemv_b4(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    gemv_bits(w, r0, n, x, T, xp, y, ldy, 4);
-}
-static void gemv_b8(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    gemv_bits(w, r0, n, x, T, xp, y, ldy, 8);
+PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+                         int bits) {
+    int aligned = pq_qpack_gemv_aligned(w, L);
+#define BLOCKS(t) \
+    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
+    PQ_GEMV_T_SWITCH(T, BLOCKS);
+#undef BLOCKS
 }
 
 void pq_qpack_gemv_avx2(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
                         int ldy) {
-    if (w->bits == 4) gemv_b4(w, r0, n, x, T, xp, y, ldy);
-    else if (w->bits == 8) gemv_b8(w, r0, n, x, T, xp, y, ldy);
-    else gemv_bits(w, r0, n, x, T, xp, y, ldy, w->bits);
+#define BITS(b) gemv_bits(w, r0, n, x, T, xp, y, ldy, b)
+    PQ_BITS_SWITCH(w->bits, BITS);
+#undef BITS
 }

@@ -24,15 +24,11 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/qpack.h"
+#include "kernels/simd.h"
 
 #define L 16
-// Software prefetch distance in bytes of packed weights. The hardware
-// streamer alone leaves a single thread at ~60% of the read bandwidth here
-// (it restarts at every 4 KB page); 4..16 KB ahead measured alike.
-#define PREFETCH 8192
-#define INLINE static inline __attribute__((always_inline))
 
 typedef struct {
     int wpg, nper;       // words per group (0: per channel), groups per block
@@ -55,21 +51,21 @@ static groups block_groups(const pq_qpack *w) {
     return g;
 }
 
-INLINE int block_g0(const groups *g, int b) { return g->bpg == 1 ? b * g->step : b / g->bpg; }
+PQ_INLINE int block_g0(const groups *g, int b) { return g->bpg == 1 ? b * g->step : b / g->bpg; }
 
-INLINE __m512 block_scale(const groups *g, const float *sr, int g0) {
+PQ_INLINE __m512 block_scale(const groups *g, const float *sr, int g0) {
     if (g->nper == 1) return _mm512_set1_ps(sr[g0]);
     return _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(g->lanes, sr + g0));
 }
 
-INLINE __m512 block_zero(const groups *g, const uint8_t *zr, int g0) {
+PQ_INLINE __m512 block_zero(const groups *g, const uint8_t *zr, int g0) {
     if (g->nper == 1) return _mm512_set1_ps((float)zr[g0]);
     __m512i zi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(g->lanes, zr + g0));
     return _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(g->idx, zi));
 }
 
 // Rows r0..r0+n; T, bits and aligned are constants after inlining.
-INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                         int bits, int aligned) {
     const groups g = block_groups(w);
     const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits);
@@ -86,7 +82,7 @@ INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T,
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
             __m512i wv = _mm512_loadu_si512(wr + (size_t)b * L);
             const float *xb = xp + (size_t)b * T * xstride;
             __m512 acc[PQ_GEMV_MAX_T];
@@ -131,7 +127,7 @@ INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T,
 }
 
 // Rows r0..r0+n against the fixed-point x; T is a constant after inlining.
-INLINE void gemv_fixed(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
+PQ_INLINE void gemv_fixed(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
     const groups g = block_groups(w);
     const int nb = w->cols / 128, wpr = pq_qpack_words_per_row(w->cols, 4), ng = pq_qpack_ngroups(w->cols, w->group);
     const __m512i nibble = _mm512_set1_epi8(15);
@@ -145,7 +141,7 @@ INLINE void gemv_fixed(const pq_qpack *w, int r0, int n, const float *x, int T, 
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
             __m512i wv = _mm512_loadu_si512(wr + (size_t)b * L);
             __m512i lo = _mm512_and_si512(wv, nibble), hi = _mm512_and_si512(_mm512_srli_epi32(wv, 4), nibble);
             __m512 s = block_scale(&g, sr, block_g0(&g, b));
@@ -240,37 +236,24 @@ static void prepare_fixed(const pq_qpack *w, const float *x, int T, float *xp) {
 void pq_qpack_gemv_prepare_avx512(const pq_qpack *w, const float *x, int T, float *xp) { prepare_fixed(w, x, T, xp); }
 
 // One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
-INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
-                      int bits) {
-    switch (T * 2 + pq_qpack_gemv_aligned(w, L)) {
-    case 2: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 0); return;
-    case 3: gemv_blocks(w, r0, n, x, 1, xp, y, ldy, bits, 1); return;
-    case 4: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 0); return;
-    case 5: gemv_blocks(w, r0, n, x, 2, xp, y, ldy, bits, 1); return;
-    case 6: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 0); return;
-    case 7: gemv_blocks(w, r0, n, x, 3, xp, y, ldy, bits, 1); return;
-    case 8: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 0); return;
-    default: gemv_blocks(w, r0, n, x, 4, xp, y, ldy, bits, 1); return;
-    }
-}
-static void gemv_b4(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    gemv_bits(w, r0, n, x, T, xp, y, ldy, 4);
-}
-static void gemv_b8(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    gemv_bits(w, r0, n, x, T, xp, y, ldy, 8);
+PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+                         int bits) {
+    int aligned = pq_qpack_gemv_aligned(w, L);
+#define BLOCKS(t) \
+    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
+    PQ_GEMV_T_SWITCH(T, BLOCKS);
+#undef BLOCKS
 }
 
 void pq_qpack_gemv_avx512(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
                           int ldy) {
     if (pq_qpack_gemv_fixed(w, L)) {
-        switch (T) {
-        case 1: gemv_fixed(w, r0, n, x, 1, xp, y, ldy); return;
-        case 2: gemv_fixed(w, r0, n, x, 2, xp, y, ldy); return;
-        case 3: gemv_fixed(w, r0, n, x, 3, xp, y, ldy); return;
-        default: gemv_fixed(w, r0, n, x, 4, xp, y, ldy); return;
-        }
+#define FIXED(t) gemv_fixed(w, r0, n, x, t, xp, y, ldy)
+        PQ_GEMV_T_SWITCH(T, FIXED);
+#undef FIXED
+        return;
     }
-    if (w->bits == 4) gemv_b4(w, r0, n, x, T, xp, y, ldy);
-    else if (w->bits == 8) gemv_b8(w, r0, n, x, T, xp, y, ldy);
-    else gemv_bits(w, r0, n, x, T, xp, y, ldy, w->bits);
+#define BITS(b) gemv_bits(w, r0, n, x, T, xp, y, ldy, b)
+    PQ_BITS_SWITCH(w->bits, BITS);
+#undef BITS
 }

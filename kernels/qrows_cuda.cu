@@ -13,15 +13,9 @@
 namespace {
 
 struct RowsArgs {
-    const uint32_t *packed;     // QPACK [rows][ldw]
-    const void *scales;         // [rows][ng] (__half or float)
-    const uint8_t *zeros;       // [rows][ng] or NULL
-    const int32_t *gidx;        // [cols] or NULL
-    int ldw, cols, ng, group;
-    const uint8_t *q;           // INT8 / FP8 [rows][ldq]
-    const float *wscale;
-    int ldq, per_channel;
-    int r0, n;
+    pq_qpack_dev qp;            // QPACK: the weight's layout (kernels/linear_cuda.h)
+    pq_bytes_dev qb;            // INT8 / FP8: the weight's layout
+    int cols, r0, n;            // the weight's columns; rows r0..r0+n
     __half *out;                // [n][cols]
 };
 
@@ -55,18 +49,19 @@ template <int BITS, class S> __global__ void qpack_rows(RowsArgs a) {
     constexpr uint32_t MASK = (1u << BITS) - 1u;
     const int words = (a.cols + PER - 1) / PER;
     const size_t total = (size_t)a.n * words;
-    const int one_group = a.group >= a.cols;
+    const pq_qpack_dev &q = a.qp;
+    const int one_group = q.group >= a.cols;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const int r = (int)(i / words), j = (int)(i % words), row = a.r0 + r, c0 = j * PER;
-        const uint32_t w = __ldg(a.packed + (size_t)row * a.ldw + j);
+        const uint32_t w = __ldg(q.packed + (size_t)row * q.ldw + j);
         float v[PER];
 #pragma unroll
         for (int k = 0; k < PER; k++) {
             const int c = c0 + k < a.cols ? c0 + k : a.cols - 1; // past the row: computed, not stored
-            const int g = a.gidx ? __ldg(a.gidx + c) : one_group ? 0 : c / a.group;
-            const size_t si = (size_t)row * a.ng + g;
-            const int z = a.zeros ? (int)__ldg(a.zeros + si) : 1 << (BITS - 1);
-            v[k] = __fmul_rn(ld_scale<S>(a.scales, si), (float)((int)((w >> (k * BITS)) & MASK) - z));
+            const int g = q.gidx ? __ldg(q.gidx + c) : one_group ? 0 : c / q.group;
+            const size_t si = (size_t)row * q.ngroups + g;
+            const int z = q.zeros ? (int)__ldg(q.zeros + si) : 1 << (BITS - 1);
+            v[k] = __fmul_rn(ld_scale<S>(q.scales, si), (float)((int)((w >> (k * BITS)) & MASK) - z));
         }
         store_row<PER>(a.out + (size_t)r * a.cols, c0, a.cols, v);
     }
@@ -78,8 +73,8 @@ template <bool FP8> __global__ void byte_rows(RowsArgs a) {
     const size_t total = (size_t)a.n * words;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const int r = (int)(i / words), j = (int)(i % words), row = a.r0 + r;
-        const uint32_t w = __ldg((const uint32_t *)(a.q + (size_t)row * a.ldq) + j); // rows are 64-byte aligned
-        const float s = __ldg(a.wscale + (a.per_channel ? row : 0));
+        const uint32_t w = __ldg((const uint32_t *)(a.qb.q + (size_t)row * a.qb.ldq) + j); // rows are 64-byte aligned
+        const float s = __ldg(a.qb.scales + (a.qb.per_channel ? row : 0));
         float v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -94,7 +89,7 @@ template <bool FP8> __global__ void byte_rows(RowsArgs a) {
 }
 
 template <int BITS> pq_status launch_qpack(const pq_linear_cuda *L, const RowsArgs &a, unsigned blocks, cudaStream_t st) {
-    if (L->scales_f16) qpack_rows<BITS, __half><<<blocks, PQ_CUDA_THREADS, 0, st>>>(a);
+    if (L->qp.scales_f16) qpack_rows<BITS, __half><<<blocks, PQ_CUDA_THREADS, 0, st>>>(a);
     else qpack_rows<BITS, float><<<blocks, PQ_CUDA_THREADS, 0, st>>>(a);
     PQ_CUDA_LAUNCHED("qpack_rows");
     return PQ_OK;
@@ -107,15 +102,14 @@ pq_status pq_qlinear_rows_cuda(const pq_linear_cuda *L, int r0, int n, uint16_t 
     if (n == 0) return PQ_OK;
     RowsArgs a;
     memset(&a, 0, sizeof a);
+    a.qp = L->qp, a.qb = L->qb;
     a.cols = L->cols, a.r0 = r0, a.n = n, a.out = (__half *)d_out;
     cudaStream_t st = (cudaStream_t)stream;
     switch (L->fmt) {
     case PQ_W_QPACK: {
-        a.packed = L->d_packed, a.scales = L->d_scales, a.zeros = L->d_zeros, a.gidx = L->d_gidx;
-        a.ldw = L->ldw, a.ng = L->ngroups, a.group = L->group;
-        const int per = 32 / L->bits;
+        const int per = 32 / L->qp.bits;
         const unsigned blocks = pq_cuda_blocks((size_t)n * ((L->cols + per - 1) / per));
-        switch (L->bits) {
+        switch (L->qp.bits) {
         case 2: return launch_qpack<2>(L, a, blocks, st);
         case 3: return launch_qpack<3>(L, a, blocks, st);
         case 4: return launch_qpack<4>(L, a, blocks, st);
@@ -124,11 +118,10 @@ pq_status pq_qlinear_rows_cuda(const pq_linear_cuda *L, int r0, int n, uint16_t 
         case 7: return launch_qpack<7>(L, a, blocks, st);
         case 8: return launch_qpack<8>(L, a, blocks, st);
         }
-        return PQ_FAIL(PQ_ERR_FORMAT, "packed weight of %d bits", L->bits);
+        return PQ_FAIL(PQ_ERR_FORMAT, "packed weight of %d bits", L->qp.bits);
     }
     case PQ_W_INT8:
     case PQ_W_FP8: {
-        a.q = L->d_q, a.wscale = L->d_wscale, a.ldq = L->ldq, a.per_channel = L->per_channel;
         const unsigned blocks = pq_cuda_blocks((size_t)n * ((L->cols + 3) / 4));
         if (L->fmt == PQ_W_FP8) byte_rows<true><<<blocks, PQ_CUDA_THREADS, 0, st>>>(a);
         else byte_rows<false><<<blocks, PQ_CUDA_THREADS, 0, st>>>(a);

@@ -7,10 +7,7 @@
 // no waiting; PQ_ERR_CUDA if a launch fails. x is FP16 [T][cols], y f32
 // [T][rows], both contiguous.
 //
-// pq_cuda_test_<op>: host wrappers for the tests (kernels/quant_cuda_test.cu):
-// host arrays in (x rounded to FP16 on the way in), the weight uploaded, the
-// op run and waited for, the result copied back, everything freed.
-// PQ_ERR_NO_DEVICE without a device.
+// The tests run these kernels through host wrappers (tests/lib/cuda_wrappers.h).
 #ifndef PQ_QUANT_CUDA_H
 #define PQ_QUANT_CUDA_H
 
@@ -79,15 +76,6 @@ typedef enum {
 } pq_cuda_path;
 pq_status pq_linear_cuda_forward_path(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y,
                                       pq_cuda_ctx *ctx, pq_cuda_path path);
-
-// ---- host wrappers for the tests -----------------------------------------
-
-// y [T][rows] = x W^T + b through pq_linear_cuda_forward_path.
-pq_status pq_cuda_test_qlinear(const pq_linear *W, const float *x, int T, pq_cuda_path path, float *y);
-// out [n][cols]: FP16 bit patterns from pq_qlinear_rows_cuda.
-pq_status pq_cuda_test_qrows(const pq_linear *W, int r0, int n, uint16_t *out);
-// q [T][cols] codes and scale [T] from pq_actq_cuda.
-pq_status pq_cuda_test_actq(const pq_actq *act, const float *x, int T, int cols, uint8_t *q, float *scale);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
 #include "common/status.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -34,31 +34,16 @@ static uint32_t amax_bits(const float *x, int cols) {
     return m;
 }
 
-// rne + saturate to int8; NaN -> 0 (PTX cvt.rni.sat.s8.f32). The clamp comes
-// first so the rounding never sees a value out of range.
-static int8_t sat8(float v) {
-    if (v != v) return 0;
-    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
-    return (int8_t)nearbyintf(v);
-}
-
-// A token with a non-finite element: scale NaN, codes 0.
-static void bad_token(pq_w8a8_act *a, int t) {
-    memset(a->q + (size_t)t * a->ld, 0, (size_t)a->ld);
-    a->scale[t] = NAN;
-    a->sum[t] = 0;
-}
-
 void pq_actq_int8_ref(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax = pq_f32_from_bits(m), inv = 127.0f / amax;
         int32_t sum = 0;
         for (int c = 0; c < cols; c++) {
-            q[c] = sat8(static_scale > 0 ? xt[c] / static_scale : xt[c] * inv);
+            q[c] = pq_sat8(static_scale > 0 ? xt[c] / static_scale : xt[c] * inv);
             sum += q[c];
         }
         memset(q + cols, 0, (size_t)(a->ld - cols));
@@ -72,7 +57,7 @@ void pq_actq_fp8_ref(const float *x, int T, int cols, float static_scale, pq_w8a
         const float *xt = x + (size_t)t * cols;
         uint8_t *q = (uint8_t *)a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float s = pq_f32_from_bits(m) / 448.0f, inv = static_scale > 0 ? 1.0f / static_scale : 0;
         if (s < PQ_FP8_MIN_SCALE) s = PQ_FP8_MIN_SCALE;
         for (int c = 0; c < cols; c++) q[c] = pq_fp8_e4m3_encode(static_scale > 0 ? xt[c] * inv : xt[c] / s);

@@ -47,10 +47,13 @@
 #ifndef PQ_W8A8_H
 #define PQ_W8A8_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/fp8.h"
+#include "kernels/int8.h"
 
 #define PQ_W8A8_MAX_COLS 131071
 #define PQ_FP8_MIN_SCALE (1.0f / (448.0f * 512.0f))
@@ -68,6 +71,22 @@ typedef struct {
 // view of them laid out in mem (64-byte aligned, that many bytes).
 size_t pq_w8a8_act_bytes(int T, int cols);
 pq_w8a8_act pq_w8a8_act_view(void *mem, int T, int cols);
+
+// sat8 of the spec, shared by every version: rne and saturate to int8,
+// NaN -> 0 (PTX cvt.rni.sat.s8.f32). The clamp comes first so the rounding
+// never sees a value out of range.
+static inline int8_t pq_sat8(float v) {
+    if (v != v) return 0;
+    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+    return (int8_t)nearbyintf(v);
+}
+
+// Token t of a holds a non-finite element: scale NaN, codes 0 (every version).
+static inline void pq_w8a8_bad_token(pq_w8a8_act *a, int t) {
+    memset(a->q + (size_t)t * a->ld, 0, (size_t)a->ld);
+    a->scale[t] = NAN;
+    a->sum[t] = 0;
+}
 
 // Quantizes x[T][cols] into a (made by pq_w8a8_act_view for T, cols);
 // static_scale > 0: that static per-tensor scale, 0: dynamic per token.

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "kernels/w8a8.h"
+#include "kernels/simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
 #define RT 2 // rows per tile
 #define TT 4 // tokens per tile
 
@@ -37,25 +37,12 @@ static uint32_t amax_bits(const float *x, int cols) {
     return best;
 }
 
-static void bad_token(pq_w8a8_act *a, int t) {
-    memset(a->q + (size_t)t * a->ld, 0, (size_t)a->ld);
-    a->scale[t] = NAN;
-    a->sum[t] = 0;
-}
-
-// kernels/w8a8.c's sat8, for the last columns
-static int8_t sat8(float v) {
-    if (v != v) return 0;
-    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
-    return (int8_t)nearbyintf(v);
-}
-
 void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         float inv1 = 127.0f / amax;
@@ -76,7 +63,7 @@ void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w
         _mm256_storeu_si256((__m256i *)lanes, sum);
         for (int i = 0; i < 8; i++) total += lanes[i];
         for (; c < cols; c++) {
-            q[c] = sat8(static_scale > 0 ? xt[c] / static_scale : xt[c] * inv1);
+            q[c] = pq_sat8(static_scale > 0 ? xt[c] / static_scale : xt[c] * inv1);
             total += q[c];
         }
         memset(q + cols, 0, (size_t)(a->ld - cols));
@@ -87,7 +74,7 @@ void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w
 
 // pq_fp8_e4m3_encode of 8 finite (or infinite) floats, as int32 lanes (the
 // algorithm of kernels/w8a8_avx512.c; a <= 0x7fffffff compares as signed).
-INLINE __m256i e4m3(__m256 v) {
+PQ_INLINE __m256i e4m3(__m256 v) {
     __m256i u = _mm256_castps_si256(v), a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
     __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80));
     __m256i t = _mm256_sub_epi32(a, _mm256_set1_epi32(120 << 23));
@@ -105,7 +92,7 @@ void pq_actq_fp8_avx2(const float *x, int T, int cols, float static_scale, pq_w8
         const float *xt = x + (size_t)t * cols;
         uint8_t *q = (uint8_t *)a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         float s = amax / 448.0f, inv1 = static_scale > 0 ? 1.0f / static_scale : 0;
@@ -128,24 +115,17 @@ void pq_actq_fp8_avx2(const float *x, int T, int cols, float static_scale, pq_w8
 
 // ---- INT8 x INT8 -------------------------------------------------------
 
-INLINE int32_t hsum(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
 // 16 codes at p sign-extended to int16; the weight row's last columns
 // through a zero-padded copy (activation rows are padded already).
-INLINE __m256i widen(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
-INLINE __m256i widen_tail(const int8_t *p, int n) {
+PQ_INLINE __m256i widen(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
+PQ_INLINE __m256i widen_tail(const int8_t *p, int n) {
     int8_t buf[16] = {0};
     memcpy(buf, p, (size_t)n);
     return widen(buf);
 }
 
 // Rows r..r+R by tokens t0..t0+N (R, N constants after inlining).
-INLINE void tile(const pq_int8_weight *w, int r, const pq_w8a8_act *a, int t0, const pq_w8a8_out *o, int R, int N) {
+PQ_INLINE void tile(const pq_int8_weight *w, int r, const pq_w8a8_act *a, int t0, const pq_w8a8_out *o, int R, int N) {
     const int cols = w->cols;
     const int8_t *wr[RT], *xr[TT];
     for (int i = 0; i < R; i++) wr[i] = w->q + (size_t)(r + i) * cols;
@@ -170,7 +150,7 @@ INLINE void tile(const pq_int8_weight *w, int r, const pq_w8a8_act *a, int t0, c
     for (int t = 0; t < N; t++)
         #pragma GCC unroll 2
         for (int i = 0; i < R; i++) {
-            int32_t s = hsum(acc[t][i]);
+            int32_t s = pq_hsum_epi32(acc[t][i]);
             size_t at = (size_t)(t0 + t) * o->ldy + r + i;
             if (o->acc) o->acc[at] = s;
             else {

@@ -18,12 +18,10 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/dense.h"
+#include "kernels/linear.h"
 #include "kernels/w8a8.h"
+#include "kernels/simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
-// Software prefetch distance in bytes (see kernels/qpack_avx512.c).
-#define PREFETCH 8192
 #define NR 2   // 16-row groups per tile (NR * 16 == PQ_W8A8_PACK_ROWS)
 #define MT 8   // tokens per tile (8 and NR 2: 16 accumulators; 12 ran 5% slower, 14 spills)
 
@@ -31,7 +29,7 @@ _Static_assert(NR * 16 == PQ_W8A8_PACK_ROWS, "the packed panel is padded to whol
 
 // ---- activation quantization -------------------------------------------
 
-INLINE __mmask16 tail16(int left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
+PQ_INLINE __mmask16 tail16(int left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
 
 static uint32_t amax_bits(const float *x, int cols) {
     __m512i m = _mm512_setzero_si512();
@@ -41,18 +39,12 @@ static uint32_t amax_bits(const float *x, int cols) {
     return (uint32_t)_mm512_reduce_max_epu32(m);
 }
 
-static void bad_token(pq_w8a8_act *a, int t) {
-    memset(a->q + (size_t)t * a->ld, 0, (size_t)a->ld);
-    a->scale[t] = __builtin_nanf("");
-    a->sum[t] = 0;
-}
-
 void pq_actq_int8_avx512(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         const __m512 inv = _mm512_set1_ps(127.0f / amax), s = _mm512_set1_ps(static_scale);
@@ -76,7 +68,7 @@ void pq_actq_int8_avx512(const float *x, int T, int cols, float static_scale, pq
 // pq_fp8_e4m3_encode of 16 finite (or infinite) floats, as int32 lanes:
 // normal results by the same integer rounding, subnormal ones (|v| < 2^-6)
 // as rne(|v| * 2^9) (exact scaling; 8 is the smallest normal, code 0x08).
-INLINE __m512i e4m3(__m512 v) {
+PQ_INLINE __m512i e4m3(__m512 v) {
     __m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
     __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
     __m512i t = _mm512_sub_epi32(a, _mm512_set1_epi32(120 << 23));
@@ -95,7 +87,7 @@ void pq_actq_fp8_avx512(const float *x, int T, int cols, float static_scale, pq_
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
         uint32_t m = amax_bits(xt, cols);
-        if (m >= 0x7f800000u) { bad_token(a, t); continue; }
+        if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
         float s = amax / 448.0f;
@@ -116,7 +108,7 @@ void pq_actq_fp8_avx512(const float *x, int T, int cols, float static_scale, pq_
 // ---- INT8 x INT8 -------------------------------------------------------
 
 // The 16 results of rows r..r+16 (mask k) for token t, offset removed.
-INLINE void store16(const pq_w8a8_act *a, const pq_w8a8_out *o, const float *wscale, int t, int r, __mmask16 k,
+PQ_INLINE void store16(const pq_w8a8_act *a, const pq_w8a8_out *o, const float *wscale, int t, int r, __mmask16 k,
                     __m512i acc) {
     acc = _mm512_sub_epi32(acc, _mm512_set1_epi32((int32_t)(128u * (uint32_t)a->sum[t])));
     if (o->acc) { _mm512_mask_storeu_epi32(o->acc + (size_t)t * o->ldy + r, k, acc); return; }
@@ -127,7 +119,7 @@ INLINE void store16(const pq_w8a8_act *a, const pq_w8a8_out *o, const float *wsc
 }
 
 // Rows r0..r0+n, one row at a time, T tokens (a constant after inlining).
-INLINE void gemv(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o, int T) {
+PQ_INLINE void gemv(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o, int T) {
     const int cols = w->cols;
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
     const __mmask64 tail = cols % 64 ? ((__mmask64)1 << (cols % 64)) - 1 : 0;
@@ -138,7 +130,7 @@ INLINE void gemv(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, c
         for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)(q + c) + PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
             __m512i wu = _mm512_xor_si512(_mm512_loadu_si512(q + c), x80);
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++)
@@ -191,7 +183,7 @@ static void pack(const pq_int8_weight *w, int r0, int n, int kq, uint8_t *p) {
 // One tile: NR groups of 16 packed rows at pg (groups kq * 64 bytes apart)
 // by MT tokens whose rows start at x (ld apart; rows past the last token
 // repeat it and are not stored).
-INLINE void tile(const uint8_t *pg, int kq, const int8_t *x, size_t ld, int last, __m512i acc[MT][NR]) {
+PQ_INLINE void tile(const uint8_t *pg, int kq, const int8_t *x, size_t ld, int last, __m512i acc[MT][NR]) {
     const int8_t *xr[MT];
     #pragma GCC unroll 16
     for (int t = 0; t < MT; t++) xr[t] = x + (size_t)(t < last ? t : last) * ld;
@@ -235,11 +227,11 @@ static void gemm(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, c
 
 void pq_w8a8_gemm_avx512(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                          void *scratch) {
-    switch (a->T) {
-    case 1: gemv(w, r0, n, a, o, 1); return;
-    case 2: gemv(w, r0, n, a, o, 2); return;
-    case 3: gemv(w, r0, n, a, o, 3); return;
-    case 4: gemv(w, r0, n, a, o, 4); return;
-    default: gemm(w, r0, n, a, o, scratch); return;
+    if (a->T > PQ_GEMV_MAX_T) {
+        gemm(w, r0, n, a, o, scratch);
+        return;
     }
+#define GEMV(t) gemv(w, r0, n, a, o, t)
+    PQ_GEMV_T_SWITCH(a->T, GEMV);
+#undef GEMV
 }

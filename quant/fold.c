@@ -2,6 +2,7 @@
 #include "quant/fold.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/sys.h"
@@ -111,4 +112,23 @@ void pq_fold_apply(pq_fold_block *b, int g, const float *s) {
         for (int j = 0; j < b->cols[p]; j++) w[j] /= s[r];
         if (b->bias[p]) b->bias[p][r] /= s[r];
     }
+}
+
+void pq_fold_target(int layer, int g, char *buf, size_t cap) {
+    const pq_input_group *G = &PQ_INPUT_GROUPS[g];
+    if (G->from == PQ_FROM_ATTN_NORM) snprintf(buf, cap, "model.layers.%d.input_layernorm.weight", layer);
+    else if (G->from == PQ_FROM_MLP_NORM) snprintf(buf, cap, "model.layers.%d.post_attention_layernorm.weight", layer);
+    else snprintf(buf, cap, "model.layers.%d.%s.bias", layer, pq_linear_slot_name(G->from_slot));
+}
+
+int pq_fold_target_len(const pq_config *c, const pq_layer *L, int g) {
+    const pq_input_group *G = &PQ_INPUT_GROUPS[g];
+    return G->from == PQ_FROM_LINEAR ? L->lin[G->from_slot].rows : c->hidden;
+}
+
+void pq_fold_install(pq_layer *L, int g, float *v) {
+    const pq_input_group *G = &PQ_INPUT_GROUPS[g];
+    if (G->from == PQ_FROM_ATTN_NORM) L->attn_norm = v;
+    else if (G->from == PQ_FROM_MLP_NORM) L->mlp_norm = v;
+    else L->lin[G->from_slot].bias = v;
 }

@@ -55,6 +55,19 @@ pq_layer pq_fold_block_layer(const pq_fold_block *b);
 // group g has pq_input_group_cols(c, g) entries.
 int pq_fold_usable(const pq_config *c, int g);
 
+// The tensor a scale of group g folds into in block `layer`, into buf: its
+// norm's weight ("model.layers.L.input_layernorm.weight",
+// "model.layers.L.post_attention_layernorm.weight") or the producer
+// linear's bias ("model.layers.L.self_attn.v_proj.bias": only a model whose
+// producer has a bias has it).
+void pq_fold_target(int layer, int g, char *buf, size_t cap);
+
+// Its length in block L: hidden for a norm, the producer's rows for a bias.
+int pq_fold_target_len(const pq_config *c, const pq_layer *L, int g);
+
+// Makes v (borrowed) that tensor of block L: its norm or producer bias.
+void pq_fold_install(pq_layer *L, int g, float *v);
+
 // The group whose members include slot.
 int pq_fold_group_of(pq_linear_slot slot);
 

@@ -121,44 +121,44 @@ static long long scan(const float *w, size_t n, float *amax) {
     return -1;
 }
 
-pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype scale_dtype,
-                          const char *name, pq_pool *pool, pq_qtensor *out, double *rel_err) {
-    memset(out, 0, sizeof *out);
+pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, pq_pool *pool, pq_qtensor *q,
+                          double *rel_err) {
+    int rows = q->rows, cols = q->cols;
+    pq_dtype sdt = q->scale_dtype;
     PQ_FAIL_IF(rows <= 0 || cols <= 0, PQ_ERR_ARG, "%s: bad shape [%d, %d]", name, rows, cols);
     PQ_FAIL_IF(s->bits < 2 || s->bits > 8 || (s->is_float && s->bits != 8), PQ_ERR_ARG, "%s: %d-bit %s weights",
                name, s->bits, s->is_float ? "float" : "integer");
-    PQ_FAIL_IF(scale_dtype != PQ_DT_F16 && scale_dtype != PQ_DT_BF16 && scale_dtype != PQ_DT_F32, PQ_ERR_ARG,
-               "%s: scales cannot be stored as %s", name, pq_dtype_name(scale_dtype));
+    int qpack_ok = q->bits == s->bits && q->packed && (q->zeros == NULL) == (s->sym != 0);
+    int fp8_ok = q->per_tensor == (s->group == PQ_GROUP_TENSOR);
+    PQ_FAIL_IF(q->fmt != pq_scheme_wformat(s) || !q->scales || (q->fmt == PQ_W_QPACK && !qpack_ok) ||
+                   (q->fmt == PQ_W_FP8 && !fp8_ok),
+               PQ_ERR_ARG, "%s: the output tensor was not made for this scheme (pq_qtensor_init)", name);
+    PQ_FAIL_IF(sdt != PQ_DT_F16 && sdt != PQ_DT_BF16 && sdt != PQ_DT_F32, PQ_ERR_ARG,
+               "%s: scales cannot be stored as %s", name, pq_dtype_name(sdt));
     float amax;
     long long bad = scan(w, (size_t)rows * cols, &amax);
     PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s: weight [%lld, %lld] is %s", name, bad / cols, bad % cols,
                isnan(w[bad]) ? "NaN" : "Inf");
-    pq_qtensor q = {.fmt = pq_scheme_wformat(s), .rows = rows, .cols = cols, .bits = s->bits,
-                    .group = s->group > 0 && s->group < cols ? s->group : cols,
-                    .per_tensor = s->group == PQ_GROUP_TENSOR, .scale_dtype = scale_dtype};
-    PQ_TRY(pq_qtensor_alloc(&q, q.fmt == PQ_W_QPACK && !s->sym));
     int nchunks = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    job j = {w, s, scale_dtype, &q, 0, calloc((size_t)nchunks, sizeof(double)),
-             calloc((size_t)nchunks, sizeof(double)), calloc((size_t)nchunks, sizeof(int))};
+    job j = {w, s, sdt, q, 0, calloc((size_t)nchunks, sizeof(double)), calloc((size_t)nchunks, sizeof(double)),
+             calloc((size_t)nchunks, sizeof(int))};
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(!j.err2 || !j.norm2 || !j.bad, st, PQ_ERR_NOMEM, "%s: out of memory", name);
-    if (q.per_tensor) {
-        j.tensor_scale = q.scales[0] = pq_rtn_stored_scale(amax / FP8_MAX, scale_dtype);
+    if (q->per_tensor) {
+        j.tensor_scale = q->scales[0] = pq_rtn_stored_scale(amax / FP8_MAX, sdt);
         PQ_CHECK_GOTO(j.tensor_scale == 0, st, PQ_ERR_NUMERIC, "%s: the scale %g overflows %s", name,
-                      amax / FP8_MAX, pq_dtype_name(scale_dtype));
+                      amax / FP8_MAX, pq_dtype_name(sdt));
     }
     pq_pool_for(pool, nchunks, chunk_fn, &j);
     double e2 = 0, n2 = 0;
     for (int i = 0; i < nchunks; i++) {
         PQ_CHECK_GOTO(j.bad[i], st, PQ_ERR_NUMERIC, "%s: row %d: a scale overflows %s", name, j.bad[i] - 1,
-                      pq_dtype_name(scale_dtype));
+                      pq_dtype_name(sdt));
         e2 += j.err2[i];
         n2 += j.norm2[i];
     }
     if (rel_err) *rel_err = n2 > 0 ? e2 / n2 : 0;
-    *out = q;
 done:
-    if (st != PQ_OK) pq_qtensor_free(&q);
     free(j.err2);
     free(j.norm2);
     free(j.bad);

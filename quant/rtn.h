@@ -25,15 +25,18 @@
 #include "formats/qtensor.h"
 #include "formats/scheme.h"
 
-// Quantizes w[rows][cols] with scheme s (its bits may be anything in 2..8 for
-// the integer weight-only format) into *out (allocated here; free with
-// pq_qtensor_free), storing scales as scale_dtype (F16, BF16 or F32).
-// rel_err (optional) receives ||W - W'||^2 / ||W||^2 (0 for a zero matrix).
-// A NaN or Inf in w is PQ_ERR_NUMERIC naming `name` and the element; a scale
-// that overflows scale_dtype is PQ_ERR_NUMERIC too. On error *out holds no
-// memory. pool may be NULL (serial).
-pq_status pq_rtn_quantize(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype scale_dtype,
-                          const char *name, pq_pool *pool, pq_qtensor *out, double *rel_err);
+// Quantizes w[q->rows][q->cols] with scheme s (its bits may be anything in
+// 2..8 for the integer weight-only format) into q, which the caller made
+// fresh for s (pq_qtensor_init; scales stored as q->scale_dtype: F16, BF16
+// or F32),
+// as GPTQ takes its output. rel_err (optional) receives ||W - W'||^2 /
+// ||W||^2 (0 for a zero matrix). A q made for another scheme is PQ_ERR_ARG;
+// a NaN or Inf in w is PQ_ERR_NUMERIC naming `name` and the element; a scale
+// that overflows the scale dtype is PQ_ERR_NUMERIC too. On error q's
+// contents are unspecified (the caller frees it either way). pool may be
+// NULL (serial).
+pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, pq_pool *pool, pq_qtensor *q,
+                          double *rel_err);
 
 // The scale and signed zero point RTN chooses for one group of n integer
 // weights w[0..n) at `bits` bits (formulas above; zero is 0 when sym): what

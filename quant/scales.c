@@ -18,12 +18,7 @@ void pq_scales_fingerprint(const pq_model *m, char *buf, size_t cap) {
     const pq_config *c = &m->cfg;
     snprintf(buf, cap, "arch=%s hidden=%d intermediate=%d layers=%d heads=%d kv_heads=%d head_dim=%d vocab=%d "
              "qkv_bias=%d dtype=%s", c->arch_name, c->hidden, c->intermediate, c->n_layers, c->n_heads,
-             c->n_kv_heads, c->head_dim, c->vocab, c->qkv_bias, pq_dtype_name(pq_scales_model_dtype(m)));
-}
-
-pq_dtype pq_scales_model_dtype(const pq_model *m) {
-    pq_dense_type t = m->layers[0].lin[0].dense_type;
-    return t == PQ_DENSE_F16 ? PQ_DT_F16 : t == PQ_DENSE_BF16 ? PQ_DT_BF16 : PQ_DT_F32;
+             c->n_kv_heads, c->head_dim, c->vocab, c->qkv_bias, pq_dtype_name(pq_model_dtype(m)));
 }
 
 // "q/k/v" -> "q_k_v": a group's name in tensor names.
@@ -74,7 +69,7 @@ static pq_status each_tensor(pq_scales_writer *w, int l, const pq_block_scales *
     }
     for (int k = 0; k < PQ_NLINEAR; k++) {
         if (!pq_smooth_has_clip(w->kind, &w->p, (pq_linear_slot)k)) continue;
-        const pq_linear *L = &w->m->layers[l].lin[k];
+        const pq_linear *L = pq_model_linear(w->m, l, (pq_linear_slot)k);
         int64_t shape[2] = {L->rows, pq_awq_ngroups(&w->s, L->cols)};
         clip_name(name, l, k);
         PQ_TRY(fn(w, name, 2, shape, sc ? sc->clip[k] : NULL));
@@ -151,10 +146,8 @@ struct pq_scales_file {
     size_t cap;      // floats in buf
 };
 
-pq_status pq_scales_open(const char *path, pq_scales_file **out) {
-    *out = NULL;
-    pq_st *st;
-    PQ_TRY(pq_st_open(path, &st));
+// Takes st (an opened safetensors image) as the scales file `path`.
+static pq_status adopt(pq_st *st, const char *path, pq_scales_file **out) {
     const char *kind = pq_st_metadata(st, "pq.kind");
     if (!kind || strcmp(kind, "scales") != 0) {
         pq_st_close(st);
@@ -170,6 +163,20 @@ pq_status pq_scales_open(const char *path, pq_scales_file **out) {
     f->st = st;
     *out = f;
     return PQ_OK;
+}
+
+pq_status pq_scales_open(const char *path, pq_scales_file **out) {
+    *out = NULL;
+    pq_st *st;
+    PQ_TRY(pq_st_open(path, &st));
+    return adopt(st, path, out);
+}
+
+pq_status pq_scales_open_buffer(const void *data, size_t len, const char *name, pq_scales_file **out) {
+    *out = NULL;
+    pq_st *st;
+    PQ_TRY(pq_st_open_buffer(data, len, name, &st));
+    return adopt(st, name, out);
 }
 
 void pq_scales_close(pq_scales_file *f) {
@@ -265,7 +272,7 @@ pq_status pq_scales_read_block(pq_scales_file *f, const pq_model *m, pq_smooth_k
         PQ_TRY(read_f32(f, name, 2, L->lin[i].rows, ng, p, nonneg, "a finite clip value >= 0"));
         sc->clip[i] = p, p += (size_t)L->lin[i].rows * ng;
     }
-    pq_dtype dt = pq_scales_model_dtype(m);
+    pq_dtype dt = pq_model_dtype(m);
     for (int g = 0; g < PQ_NGROUPS && pq_scheme_act_static(s); g++) {
         scale_name(name, layer, g, "act_scale");
         PQ_TRY(read_f32(f, name, 1, 1, 0, &sc->act_scale[g], positive, "a finite scale > 0"));

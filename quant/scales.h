@@ -35,9 +35,6 @@ typedef struct {
 
 void pq_scales_fingerprint(const pq_model *m, char *buf, size_t cap);
 
-// The stored dtype of the model's weights (scales and norms): F16, BF16 or F32.
-pq_dtype pq_scales_model_dtype(const pq_model *m);
-
 // ---- writing ----------------------------------------------------------------
 
 typedef struct pq_scales_writer pq_scales_writer;
@@ -58,6 +55,9 @@ typedef struct pq_scales_file pq_scales_file;
 // Opens and validates a scales file (a safetensors file whose pq.kind is
 // "scales"); errors name the file.
 pq_status pq_scales_open(const char *path, pq_scales_file **out);
+// The same for an image already in memory (borrowed: it must outlive the
+// file; a fuzzer's input), named `name` in messages.
+pq_status pq_scales_open_buffer(const void *data, size_t len, const char *name, pq_scales_file **out);
 void pq_scales_close(pq_scales_file *f); // NULL-safe
 
 // A metadata string (borrowed), or NULL.

@@ -16,7 +16,7 @@
 #define SQ_AUTO_GRID 20 // --alpha auto: alpha = i / 20, i = 0..20
 
 pq_smooth_params pq_smooth_default_params(void) {
-    return (pq_smooth_params){.kind = PQ_SMOOTH_NONE, .alpha = 0.5, .grid = 20, .clip_grid = 20,
+    return (pq_smooth_params){.alpha = 0.5, .grid = 20, .clip_grid = 20,
                               .search_tokens = 4096};
 }
 
@@ -67,7 +67,8 @@ pq_status pq_smooth_quantize(pq_fold_block *b, const pq_block_scales *sc, const 
         out->out_err[k] = -1;
         if (sc->clip[k]) pq_awq_clip_apply(b->w[k], b->rows[k], b->cols[k], s, sc->clip[k]);
         snprintf(what, sizeof what, "%s/model.layers.%d.%s.weight", name, layer, pq_linear_slot_name((pq_linear_slot)k));
-        pq_status st = pq_rtn_quantize(b->w[k], b->rows[k], b->cols[k], s, dt, what, pool, &out->q[k], &out->rel_err[k]);
+        pq_status st = pq_qtensor_init(&out->q[k], s, b->rows[k], b->cols[k], dt);
+        if (st == PQ_OK) st = pq_rtn_quantize(b->w[k], s, what, pool, &out->q[k], &out->rel_err[k]);
         if (st != PQ_OK) {
             pq_smooth_block_free(out);
             return st;
@@ -159,7 +160,7 @@ pq_status pq_smooth_check(pq_smooth_kind k, const pq_smooth_params *p, const pq_
 
 pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, pq_smooth **out, size_t *work_bytes) {
     *out = NULL;
-    PQ_TRY(pq_smooth_check(cfg->p.kind, &cfg->p, &cfg->scheme));
+    PQ_TRY(pq_smooth_check(cfg->kind, &cfg->p, &cfg->scheme));
     pq_smooth *S = calloc(1, sizeof *S);
     PQ_FAIL_IF(!S, PQ_ERR_NOMEM, "out of memory");
     const pq_config *c = &cfg->m->cfg;
@@ -193,11 +194,11 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     for (int k = 0; k < 3 && ok; k++) ok = ALLOC(S->cand[k], biggest * 4);
     for (int g = 0; g < PQ_NGROUPS && ok; g++) {
         ok = ALLOC(S->xs[g], (size_t)S->cap * pq_input_group_cols(c, g) * 4);
-        if (ok && pq_smooth_has_scales(cfg->p.kind) && pq_fold_usable(c, g))
+        if (ok && pq_smooth_has_scales(cfg->kind) && pq_fold_usable(c, g))
             ok = ALLOC(S->scale_buf[g], (size_t)pq_input_group_cols(c, g) * 4);
     }
     for (int k = 0; k < PQ_NLINEAR && ok; k++)
-        if (pq_smooth_has_clip(cfg->p.kind, &cfg->p, (pq_linear_slot)k))
+        if (pq_smooth_has_clip(cfg->kind, &cfg->p, (pq_linear_slot)k))
             ok = ALLOC(S->sc.clip[k],
                        (size_t)L0->lin[k].rows * pq_awq_ngroups(&cfg->scheme, L0->lin[k].cols) * sizeof(float));
 #undef ALLOC
@@ -304,7 +305,10 @@ static pq_status quantize_member(pq_smooth *S, int k, pq_qtensor *q) {
         for (int j = 0; j < cols; j++) w[(size_t)r * cols + j] = S->b.w[m][(size_t)r * cols + j] * S->s_cols[j];
     char what[300];
     snprintf(what, sizeof what, "model.layers.%d.%s (search)", S->layer, pq_linear_slot_name(m));
-    return pq_rtn_quantize(w, rows, cols, &S->cfg.scheme, S->cfg.dt, what, S->cfg.pool, q, NULL);
+    PQ_TRY(pq_qtensor_init(q, &S->cfg.scheme, rows, cols, S->cfg.dt));
+    pq_status s = pq_rtn_quantize(w, &S->cfg.scheme, what, S->cfg.pool, q, NULL);
+    if (s != PQ_OK) pq_qtensor_free(q);
+    return s;
 }
 
 // AWQ: mean squared difference of the block output on the sample windows
@@ -478,7 +482,6 @@ static pq_status output_errors(pq_smooth *S) {
 pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_act_stats *st, const float *X) {
     pq_smooth *S = ud;
     const pq_config *c = S->c;
-    const pq_smooth_params *p = &S->cfg.p;
     int fp8 = S->cfg.scheme.act == PQ_ACT_FP8_TOKEN || S->cfg.scheme.act == PQ_ACT_FP8_TENSOR;
     pq_smooth_block_free(&S->qb);
     pq_fold_block_free(&S->b);
@@ -490,8 +493,8 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
         S->sc.scale[g] = S->scale_buf[g]; // NULL: not smoothed (no smoothing method, or no fold: o under GQA)
         S->sc.alpha[g] = -1;
         S->sc.act_scale[g] = 0;
-        if (p->kind == PQ_SMOOTH_AWQ && S->sc.scale[g]) PQ_TRY(awq_scales(S, g));
-        if (p->kind == PQ_SMOOTH_SQ && S->sc.scale[g]) PQ_TRY(sq_scales(S, g));
+        if (S->cfg.kind == PQ_SMOOTH_AWQ && S->sc.scale[g]) PQ_TRY(awq_scales(S, g));
+        if (S->cfg.kind == PQ_SMOOTH_SQ && S->sc.scale[g]) PQ_TRY(sq_scales(S, g));
     }
     pq_smooth_fold(&S->b, &S->sc, S->cfg.dt);
     PQ_TRY(clip_all(S));
@@ -504,7 +507,7 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
     PQ_TRY(pq_smooth_quantize(&S->b, &S->sc, &S->cfg.scheme, S->cfg.dt, layer, S->cfg.m->dir, S->cfg.pool, &S->qb));
     PQ_TRY(output_errors(S));
     PQ_TRY(S->cfg.emit(S->cfg.ud, layer, &S->sc, &S->qb));
-    if (p->kind == PQ_SMOOTH_AWQ) return PQ_OK; // the next block's input: the unquantized block's output
+    if (S->cfg.kind == PQ_SMOOTH_AWQ) return PQ_OK; // the next block's input: the unquantized block's output
     for (int k = 0; k < PQ_NLINEAR; k++) L->lin[k] = quantized_view(S, k);
     if (S->qb.attn_norm) L->attn_norm = S->b.attn_norm;
     if (S->qb.mlp_norm) L->mlp_norm = S->b.mlp_norm;

@@ -47,8 +47,9 @@
 //     W8A8 linears with their static scales), as llm-compressor's
 //     sequential pipeline propagates, so that the next block's static
 //     activation scales are calibrated on the inputs it will see.
-// The searches run on the CPU (the driver may still accumulate its
-// statistics on the GPU; these methods need no X^T X).
+// Everything here runs on the CPU, the driver's block passes and
+// statistics included: the driver moves to the GPU only for a method that
+// needs X^T X (calib/driver.h), and these need none.
 #ifndef PQ_SMOOTH_H
 #define PQ_SMOOTH_H
 
@@ -64,7 +65,6 @@ typedef enum { PQ_SMOOTH_NONE, PQ_SMOOTH_AWQ, PQ_SMOOTH_SQ } pq_smooth_kind;
 #define PQ_SMOOTH_SAMPLE_TOKENS 512
 
 typedef struct {
-    pq_smooth_kind kind;
     double alpha;         // SmoothQuant migration strength in [0, 1] (0.5), or PQ_ALPHA_AUTO
     int grid;             // AWQ alpha grid (20)
     int clip_grid;        // AWQ clip grid (20; 0: no clipping); candidates down to 1 - 0.5
@@ -131,6 +131,7 @@ typedef pq_status (*pq_smooth_emit)(void *ud, int layer, const pq_block_scales *
 
 typedef struct {
     const pq_model *m;      // the source (dense linears)
+    pq_smooth_kind kind;
     pq_scheme scheme;
     pq_dtype dt;            // the model dtype (scales and norms are stored in it)
     pq_smooth_params p;

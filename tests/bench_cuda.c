@@ -23,10 +23,10 @@ int main(void) {
 #else
 #include "common/half.h"
 #include "common/sys.h"
-#include "eval/backend.h"
-#include "eval/engine.h"
 #include "kernels/cuda_host.h"
+#include "eval/engine.h"
 #include "kernels/linear_cuda.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #define GEMM_T 512
@@ -111,10 +111,10 @@ static double weight_bytes(const pq_linear_cuda *L) {
     switch (L->fmt) {
     case PQ_W_DENSE: return (double)L->rows * L->cols * 2;
     case PQ_W_QPACK: {
-        double ng = (double)L->rows * L->ngroups;
-        return (double)L->rows * L->ldw * 4 + ng * (L->scales_f16 ? 2 : 4) + (L->d_zeros ? ng : 0);
+        double ng = (double)L->rows * L->qp.ngroups;
+        return (double)L->rows * L->qp.ldw * 4 + ng * (L->qp.scales_f16 ? 2 : 4) + (L->qp.zeros ? ng : 0);
     }
-    case PQ_W_INT8: case PQ_W_FP8: return (double)L->rows * L->ldq + L->rows * 4.0;
+    case PQ_W_INT8: case PQ_W_FP8: return (double)L->rows * L->qb.ldq + L->rows * 4.0;
     }
     return 0;
 }

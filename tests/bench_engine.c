@@ -10,6 +10,7 @@
 #include "eval/engine.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #define T 512

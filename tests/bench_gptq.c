@@ -14,11 +14,12 @@
 //   build/tests/bench_gptq [--layers N] [--device cpu|cuda] [--windows N] [--seqlen L]
 // Without --device it runs the CPU, then the GPU variant when a GPU is
 // present ("skip" otherwise).
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #include "calib/driver.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
 #include "quant/gptq.h"

@@ -3,6 +3,7 @@
 // the output error against its definition, and the streaming driver on a
 // random model: thread-count independence, true-sequential, resume from a
 // later block, and X^T X on the GPU against the CPU (skipped without one).
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #include <unistd.h>
@@ -13,11 +14,18 @@
 #include "calib/stats.h"
 #include "calib/xtx_cuda.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "formats/fileio.h"
 #include "formats/sha256.h"
 #include "kernels/blas.h"
 #include "quant/rtn.h"
+
+// RTN into a new quantized tensor q (the caller frees it, also on error).
+static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype dt, const char *name,
+                         pq_pool *pool, pq_qtensor *q, double *err) {
+    pq_status st = pq_qtensor_init(q, s, rows, cols, dt);
+    return st != PQ_OK ? st : pq_rtn_quantize(w, s, name, pool, q, err);
+}
 
 // ---- windows ---------------------------------------------------------------------
 
@@ -196,7 +204,7 @@ static void test_stats(pq_pool *pool1, pq_pool *pool3) {
     pq_test_fill(w, (size_t)rows * cols, 0.05f);
     pq_scheme sc = {PQ_SCHEME_W4A16, 4, 0, 32, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE};
     pq_qtensor q;
-    pq_rtn_quantize(w, rows, cols, &sc, PQ_DT_F16, "w", NULL, &q, NULL);
+    rtn_new(w, rows, cols, &sc, PQ_DT_F16, "w", NULL, &q, NULL);
     pq_linear L = pq_qtensor_linear(&q);
     pq_linear_rows_ref(&L, 0, rows, d);
     double num = 0, den = 0;
@@ -243,7 +251,7 @@ static pq_status rtn_install(test_method *t, int layer, int s, pq_layer *L) {
     pq_linear_rows(src, 0, src->rows, w);
     pq_scheme sc = {PQ_SCHEME_W4A16, 4, 0, 32, 0, PQ_ACT_NONE, PQ_ACTORDER_NONE};
     pq_qtensor_free(&t->q[layer][s]);
-    pq_status st = pq_rtn_quantize(w, src->rows, src->cols, &sc, PQ_DT_F16, "t", NULL, &t->q[layer][s], NULL);
+    pq_status st = rtn_new(w, src->rows, src->cols, &sc, PQ_DT_F16, "t", NULL, &t->q[layer][s], NULL);
     free(w);
     PQ_TRY(st);
     L->lin[s] = pq_qtensor_linear(&t->q[layer][s]);

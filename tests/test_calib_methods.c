@@ -6,6 +6,7 @@
 // all-zero activation channel gives finite scales end to end; the INT8 and
 // FP8 static checkpoints run equal to the reference with their input_scale;
 // a truncated scales file names the file.
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #include "calib/data.h"
@@ -17,13 +18,19 @@
 #include "kernels/blas.h"
 #include "kernels/ops.h"
 #include "quant/awq.h"
-#include "quant/calibrate.h"
 #include "quant/fold.h"
 #include "quant/quantize.h"
 #include "quant/rtn.h"
 #include "quant/scales.h"
 #include "quant/smooth.h"
 #include "quant/smoothquant.h"
+
+// RTN into a new quantized tensor q (the caller frees it, also on error).
+static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype dt, const char *name,
+                         pq_pool *pool, pq_qtensor *q, double *err) {
+    pq_status st = pq_qtensor_init(q, s, rows, cols, dt);
+    return st != PQ_OK ? st : pq_rtn_quantize(w, s, name, pool, q, err);
+}
 
 #define T_TOK 24
 
@@ -141,7 +148,7 @@ static pq_status lin_loss(void *ud, const float *s, double *loss) {
     float *w = calloc(n, 4), *y0 = malloc((size_t)c->T * c->rows * 4), *y1 = malloc((size_t)c->T * c->rows * 4);
     for (size_t i = 0; i < n; i++) w[i] = c->w[i] * s[i % c->cols];
     pq_qtensor q;
-    PQ_ASSERT(pq_rtn_quantize(w, c->rows, c->cols, &c->s, PQ_DT_F16, "t", NULL, &q, NULL) == PQ_OK);
+    PQ_ASSERT(rtn_new(w, c->rows, c->cols, &c->s, PQ_DT_F16, "t", NULL, &q, NULL) == PQ_OK);
     pq_linear v = pq_qtensor_linear(&q);
     pq_linear_rows(&v, 0, c->rows, w);
     pq_qtensor_free(&q);
@@ -185,8 +192,8 @@ static void test_awq(pq_pool *pool) {
         float *wc = malloc(n * 4);
         memcpy(wc, w, n * 4);
         for (size_t i = 0; i < n; i++) wc[i] *= ones_s[i % cols];
-        PQ_ASSERT(pq_rtn_quantize(w, rows, cols, &sc, PQ_DT_F16, "a", NULL, &a, NULL) == PQ_OK &&
-                  pq_rtn_quantize(wc, rows, cols, &sc, PQ_DT_F16, "b", NULL, &b, NULL) == PQ_OK);
+        PQ_ASSERT(rtn_new(w, rows, cols, &sc, PQ_DT_F16, "a", NULL, &a, NULL) == PQ_OK &&
+                  rtn_new(wc, rows, cols, &sc, PQ_DT_F16, "b", NULL, &b, NULL) == PQ_OK);
         int words = pq_qpack_words_per_row(cols, 4);
         PQ_CHECK(!memcmp(a.packed, b.packed, (size_t)rows * words * 4) && !memcmp(a.scales, b.scales, a.nscales * 4) &&
                      (sym || !memcmp(a.zeros, b.zeros, (size_t)a.nscales)),
@@ -242,8 +249,8 @@ static void test_awq(pq_pool *pool) {
         pq_awq_clip_apply(wc, rows, cols, &sc, clip);
         pq_qtensor qa, qb;
         float *da = malloc(n * 4), *db = malloc(n * 4);
-        PQ_ASSERT(pq_rtn_quantize(wc, rows, cols, &sc, PQ_DT_F16, "c", NULL, &qa, NULL) == PQ_OK &&
-                  pq_rtn_quantize(w, rows, cols, &sc, PQ_DT_F16, "d", NULL, &qb, NULL) == PQ_OK);
+        PQ_ASSERT(rtn_new(wc, rows, cols, &sc, PQ_DT_F16, "c", NULL, &qa, NULL) == PQ_OK &&
+                  rtn_new(w, rows, cols, &sc, PQ_DT_F16, "d", NULL, &qb, NULL) == PQ_OK);
         pq_linear va = pq_qtensor_linear(&qa), vb = pq_qtensor_linear(&qb);
         pq_linear_rows(&va, 0, rows, da);
         pq_linear_rows(&vb, 0, rows, db);
@@ -283,7 +290,7 @@ static double w8a8_error(const float *w, const float *x, int rows, int cols, int
     pq_scheme sc;
     PQ_ASSERT(pq_scheme_make("w8a8", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &sc) == PQ_OK);
     pq_qtensor q;
-    PQ_ASSERT(pq_rtn_quantize(ws, rows, cols, &sc, PQ_DT_F16, "t", NULL, &q, NULL) == PQ_OK);
+    PQ_ASSERT(rtn_new(ws, rows, cols, &sc, PQ_DT_F16, "t", NULL, &q, NULL) == PQ_OK);
     pq_linear v = pq_qtensor_linear(&q);
     v.act = (pq_actq){PQ_ACTQ_INT8, stat ? pq_static_act_scale(amax, s, cols, 0, PQ_DT_F16) : 0};
     pq_linear_forward_ref(&v, xs, T, y1);
@@ -373,9 +380,8 @@ static void test_dead_channel(pq_pool *pool) {
     const char *names[] = {"smoothquant", "awq"};
     for (int k = 0; k < 2; k++) {
         collect col = {0, 1, !k};
-        pq_smooth_config cfg = {.m = m, .dt = PQ_DT_F16, .p = pq_smooth_default_params(), .pool = pool,
-                                .emit = on_block, .ud = &col};
-        cfg.p.kind = k ? PQ_SMOOTH_AWQ : PQ_SMOOTH_SQ;
+        pq_smooth_config cfg = {.m = m, .kind = k ? PQ_SMOOTH_AWQ : PQ_SMOOTH_SQ, .dt = PQ_DT_F16,
+                                .p = pq_smooth_default_params(), .pool = pool, .emit = on_block, .ud = &col};
         PQ_ASSERT(pq_scheme_make(k ? "w4a16" : "w8a8", k ? 32 : PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &cfg.scheme) == PQ_OK);
         if (!k) PQ_ASSERT(pq_scheme_static_act(&cfg.scheme) == PQ_OK);
         pq_smooth *S;
@@ -423,8 +429,8 @@ static void test_static(pq_pool *pool) {
     for (int k = 0; k < 2; k++) {
         char out[300];
         snprintf(out, sizeof out, "%s/%s", dir, methods[k]);
-        pq_quantize_params p = pq_quantize_default_params();
-        p.model = pq_test_path("fixtures/stories260K"), p.out = out, p.method = methods[k], p.act_static = !k;
+        pq_quantize_request p = pq_quantize_default_request();
+        p.model = pq_test_path("fixtures/stories260K"), p.out = out, p.method = methods[k], p.scheme.act_static = !k;
         p.calib.path = pq_test_path("data/c4_validation_2k.txt"), p.calib.nsamples = 4, p.calib.seqlen = 128;
         p.nthreads = 2;
         pq_quantize_result r;
@@ -471,7 +477,7 @@ static void test_static(pq_pool *pool) {
     char path[300], trunc[300];
     snprintf(path, sizeof path, "%s/s.safetensors", dir);
     snprintf(trunc, sizeof trunc, "%s/t.safetensors", dir);
-    pq_quantize_params p = pq_quantize_default_params();
+    pq_quantize_request p = pq_quantize_default_request();
     p.model = pq_test_path("fixtures/stories260K"), p.out = path, p.method = "fp8";
     p.calib.path = pq_test_path("data/c4_validation_2k.txt"), p.calib.nsamples = 2, p.calib.seqlen = 64;
     pq_calibrate_result cr;

@@ -59,8 +59,14 @@ static void check_decode(pq_model *m, pq_engine *e) {
 
 static void check_bad_calls(pq_model *m, pq_engine *e) {
     int32_t tok[2] = {1, 99999};
-    pq_status s = pq_engine_forward(e, tok, 2, 0);
+    float *logits = malloc((size_t)3 * m->cfg.vocab * sizeof(float));
+    pq_status s = pq_engine_forward(e, tok, 1, 0);
+    PQ_CHECK(s == PQ_OK && pq_engine_logits(e, 0, 2, logits) == PQ_ERR_ARG && strstr(pq_last_error(), "[0, 2)") &&
+                 pq_engine_logits(e, -1, 1, logits) == PQ_ERR_ARG && pq_engine_logits(e, 0, 1, logits) == PQ_OK,
+             "logits rows past the last forward call's 1 refused, its row read (%s)", pq_last_error());
+    s = pq_engine_forward(e, tok, 2, 0);
     PQ_CHECK(s == PQ_ERR_ARG && strstr(pq_last_error(), "99999"), "out-of-vocabulary id refused (%s)", pq_last_error());
+    free(logits);
     s = pq_engine_forward(e, tok, 1, 100000);
     PQ_CHECK(s == PQ_ERR_ARG, "position past the context refused (%s)", pq_last_error());
     pq_engine_params p = pq_engine_default_params();

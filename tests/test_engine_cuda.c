@@ -9,11 +9,13 @@
 // checks run; the rest print skip (FAIL under make test-gpu).
 #include "common/half.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "eval/engine.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "quant/quantize.h"
+#include "tests/lib/cuda_wrappers.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 static int have_gpu;
@@ -444,9 +446,9 @@ static void check_packed_fixture(void) {
         char out[512], what[64];
         snprintf(out, sizeof out, "%s/%s", dir, cases[k].scheme);
         snprintf(what, sizeof what, "fixture %s%s", cases[k].scheme, cases[k].group == 32 ? " g32" : "");
-        pq_quantize_params qp = pq_quantize_default_params();
-        qp.model = pq_test_path("fixtures/stories260K"), qp.out = out, qp.scheme = cases[k].scheme;
-        qp.group = cases[k].group, qp.nthreads = 2;
+        pq_quantize_request qp = pq_quantize_default_request();
+        qp.model = pq_test_path("fixtures/stories260K"), qp.out = out, qp.scheme.name = cases[k].scheme;
+        qp.scheme.group = cases[k].group, qp.nthreads = 2;
         pq_quantize_result r;
         pq_model *m = NULL;
         pq_engine *gpu = NULL, *cpu = NULL;

@@ -12,6 +12,13 @@
 #include "quant/linalg.h"
 #include "quant/rtn.h"
 
+// RTN into a new quantized tensor q (the caller frees it, also on error).
+static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype dt, const char *name,
+                         pq_pool *pool, pq_qtensor *q, double *err) {
+    pq_status st = pq_qtensor_init(q, s, rows, cols, dt);
+    return st != PQ_OK ? st : pq_rtn_quantize(w, s, name, pool, q, err);
+}
+
 // ---- helpers ---------------------------------------------------------------
 
 // A random SPD matrix: M M^T + n I with M n x n normal.
@@ -290,7 +297,7 @@ static void test_beats_rtn(pq_pool *pool) {
                 gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
                 pq_scheme s = {PQ_SCHEME_W4A16, bits[b], 0, groups[g] ? groups[g] : PQ_GROUP_CHANNEL, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE};
                 pq_qtensor qr;
-                pq_status st = pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F16, "rtn", pool, &qr, NULL);
+                pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", pool, &qr, NULL);
                 double eg = 1, er = 0;
                 if (r.st == PQ_OK && st == PQ_OK) {
                     float *dg = dequant(&r.q), *dr = dequant(&qr);
@@ -394,7 +401,7 @@ static void test_identity_is_rtn(pq_pool *pool) {
         gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
         pq_scheme s = {PQ_SCHEME_W4A16, p.bits, 0, p.group ? p.group : PQ_GROUP_CHANNEL, p.sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
         pq_qtensor q;
-        pq_status st = pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F16, "rtn", NULL, &q, NULL);
+        pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", NULL, &q, NULL);
         size_t words = (size_t)rows * pq_qpack_words_per_row(cols, p.bits);
         int same = r.st == PQ_OK && st == PQ_OK && memcmp(r.q.packed, q.packed, words * 4) == 0 &&
                    memcmp(r.q.scales, q.scales, (size_t)q.nscales * sizeof(float)) == 0 &&

@@ -21,6 +21,13 @@
 #include "quant/quantize.h"
 #include "quant/rtn.h"
 
+// RTN into a new quantized tensor q (the caller frees it, also on error).
+static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype dt, const char *name,
+                         pq_pool *pool, pq_qtensor *q, double *err) {
+    pq_status st = pq_qtensor_init(q, s, rows, cols, dt);
+    return st != PQ_OK ? st : pq_rtn_quantize(w, s, name, pool, q, err);
+}
+
 static char tmp[256];
 static const char *fixture;
 
@@ -50,9 +57,9 @@ static void rm_rf(const char *path) {
 }
 
 static pq_status quantize(const char *out, const char *scheme, int group, int sym, int fp8_tensor, int force) {
-    pq_quantize_params p = pq_quantize_default_params();
-    p.model = fixture, p.out = out, p.scheme = scheme, p.group = group, p.sym = sym;
-    p.fp8_tensor = fp8_tensor, p.force = force, p.nthreads = 2;
+    pq_quantize_request p = pq_quantize_default_request();
+    p.model = fixture, p.out = out, p.scheme.name = scheme, p.scheme.group = group, p.scheme.sym = sym;
+    p.scheme.fp8_tensor = fp8_tensor, p.force = force, p.nthreads = 2;
     pq_quantize_result r;
     return pq_quantize(&p, NULL, NULL, &r);
 }
@@ -71,7 +78,7 @@ static int roundtrip_exact(const char *out, const pq_scheme *s, int *n_checked) 
             float *w = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4), *ref = malloc(n * 4);
             pq_linear_rows(S, 0, S->rows, w);
             pq_qtensor q;
-            ok = pq_rtn_quantize(w, S->rows, S->cols, s, PQ_DT_F16, "src", NULL, &q, NULL) == PQ_OK;
+            ok = rtn_new(w, S->rows, S->cols, s, PQ_DT_F16, "src", NULL, &q, NULL) == PQ_OK;
             if (ok) {
                 pq_linear Q = pq_qtensor_linear(&q);
                 pq_linear_rows_ref(&Q, 0, S->rows, want);
@@ -371,8 +378,8 @@ static void test_dtype(pq_dtype dt) {
     ok = ok && root && json_object_set_new(root, "torch_dtype", json_string(dtname)) == 0 &&
          json_dump_file(root, cfg, JSON_INDENT(2)) == 0;
     json_decref(root);
-    pq_quantize_params p = pq_quantize_default_params();
-    p.model = src, p.out = out, p.scheme = "w4a16", p.group = 32, p.sym = 0;
+    pq_quantize_request p = pq_quantize_default_request();
+    p.model = src, p.out = out, p.scheme.name = "w4a16", p.scheme.group = 32, p.scheme.sym = 0;
     pq_quantize_result r;
     ok = ok && pq_quantize(&p, NULL, NULL, &r) == PQ_OK;
     pq_model *s = NULL, *m = NULL;
@@ -391,7 +398,7 @@ static void test_dtype(pq_dtype dt) {
         pq_scheme sc;
         pq_scheme_make("w4a16", 32, 0, &sc);
         pq_qtensor q;
-        ok = pq_rtn_quantize(w, S->rows, S->cols, &sc, dt, "dt", NULL, &q, NULL) == PQ_OK;
+        ok = rtn_new(w, S->rows, S->cols, &sc, dt, "dt", NULL, &q, NULL) == PQ_OK;
         pq_linear Q = pq_qtensor_linear(&q);
         pq_linear_rows_ref(&Q, 0, S->rows, want);
         pq_linear_rows(L, 0, L->rows, got);
@@ -426,7 +433,7 @@ static void test_atomic(void) {
     json_decref(root);
 
     PQ_CHECK(make_nan_fixture(nanm, "model.layers.1.mlp.gate_proj.weight", 77, 0x7e00), "fixture copy with a NaN");
-    pq_quantize_params p = pq_quantize_default_params();
+    pq_quantize_request p = pq_quantize_default_request();
     p.model = nanm, p.out = nout;
     pq_quantize_result r;
     s = pq_quantize(&p, NULL, NULL, &r);
@@ -463,7 +470,7 @@ static void test_atomic(void) {
     snprintf(under_file, sizeof under_file, "%s/config.json/out", out);
     s = quantize(under_file, "w4a16", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, 0, 0);
     PQ_CHECK(s == PQ_ERR_IO && strstr(pq_last_error(), under_file), "OUT under a regular file: %s", pq_last_error());
-    pq_quantize_params h = pq_quantize_default_params();
+    pq_quantize_request h = pq_quantize_default_request();
     h.model = fixture, h.out = tpath("head"), h.quantize_head = 1;
     PQ_CHECK(pq_quantize(&h, NULL, NULL, &r) == PQ_ERR_ARG && strstr(pq_last_error(), "tie_word_embeddings") &&
                  !pq_dir_exists(h.out),
@@ -480,7 +487,7 @@ static void test_atomic(void) {
 static void test_provenance(void) {
     char out[1024];
     snprintf(out, sizeof out, "%s", tpath("prov"));
-    pq_quantize_params p = pq_quantize_default_params();
+    pq_quantize_request p = pq_quantize_default_request();
     p.model = fixture, p.out = out, p.zstd_level = 3;
     pq_quantize_result r;
     pq_status s = pq_quantize(&p, NULL, NULL, &r);
@@ -497,7 +504,7 @@ static void test_provenance(void) {
     double bpw = json_real_value(json_object_get(doc, "bits_per_weight"));
     PQ_CHECK(doc && !strcmp(json_string_value(json_object_get(json_object_get(doc, "source"), "sha256")), hex) &&
                  !strcmp(r.source_sha256, hex) && json_array_size(layers) == 35 &&
-                 json_real_value(json_object_get(json_array_get(layers, 0), "rel_error")) > 0 &&
+                 json_real_value(json_object_get(json_array_get(layers, 0), PQ_JSON_REL_ERR)) > 0 &&
                  !strcmp(json_string_value(json_object_get(doc, "method")), "rtn"),
              "pq.json: source sha256, 35 per-linear errors, method");
     // measured on the file = the scheme's accounting summed over the linears

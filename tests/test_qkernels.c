@@ -34,6 +34,24 @@ static int have_avx512(void) {
            __builtin_cpu_supports("avx512vnni");
 }
 
+// The optimized versions a check covers: the dispatched _cpu one (unless
+// the dispatch chose the _ref itself), AVX2 and AVX-512. A version this CPU
+// lacks is skipped (one skip line per version), never a buffer compared
+// with itself.
+typedef enum { V_CPU, V_AVX2, V_AVX512, NV } version;
+static const char *const VNAME[NV] = {"cpu", "avx2", "avx512"};
+static int have(version v) {
+    return v == V_CPU ? pq_cpu_isa() > PQ_ISA_SCALAR : v == V_AVX2 ? have_avx2() : have_avx512();
+}
+static int skipped(version v, const char *what) {
+    static int said[NV];
+    if (have(v)) return 0;
+    if (!said[v]++)
+        pq_test_skip("every %s check (the first: %s): %s", VNAME[v], what, v == V_CPU ? "the dispatch runs the _ref "
+                     "itself (PQ_ISA=scalar or no AVX2)" : "this CPU lacks the instruction set");
+    return 1;
+}
+
 // ---- random weights ---------------------------------------------------------
 
 typedef struct {
@@ -235,28 +253,30 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
     snprintf(name, sizeof name, "q%d %s %s%s %dx%d", bits, gname, asym ? "asym" : "sym", gidx ? " g_idx" : "", rows,
              cols);
     size_t n = (size_t)(rows - r0) * cols;
-    float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4), *c = pq_alloc(n * 4);
-    pq_test_poison(a, n); pq_test_poison(b, n); pq_test_poison(c, n);
+    float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4);
+    pq_test_poison(a, n);
     pq_qpack_rows_ref(&w.q, r0, rows - r0, a);
-    pq_qpack_rows_cpu(&w.q, r0, rows - r0, b);
-    if (have_avx2()) pq_qpack_rows_avx2(&w.q, r0, rows - r0, c);
-    else memcpy(c, a, n * 4);
-    PQ_CHECK(!memcmp(a, b, n * 4) && !memcmp(a, c, n * 4), "%s rows cpu, avx2 == ref bit for bit", name);
+    for (version v = V_CPU; v <= V_AVX2; v++) {
+        if (skipped(v, name)) continue;
+        pq_test_poison(b, n);
+        if (v == V_CPU) pq_qpack_rows_cpu(&w.q, r0, rows - r0, b);
+        else pq_qpack_rows_avx2(&w.q, r0, rows - r0, b);
+        PQ_CHECK(!memcmp(a, b, n * 4), "%s rows %s == ref bit for bit", name, VNAME[v]);
+    }
 
     cur_q = &w.q;
     cur_xp = pq_alloc(pq_qpack_gemv_prepare_bytes(&w.q, PQ_GEMV_MAX_T));
-    const char *kind16 = pq_qpack_gemv_fixed(&w.q, 16)     ? "fixed"
-                         : pq_qpack_gemv_aligned(&w.q, 16) ? "aligned"
-                                                           : "gathered";
-    for (int o = 0; o < 2; o++) {
-        float outlier = o ? 1000.0f : 1.0f;
-        double e = gemv_err(rows, cols, q_ref, q_cpu, outlier), e5 = 0;
-        double e2 = have_avx2() ? gemv_err(rows, cols, q_ref, q_avx2, outlier) : 0;
-        if (have_avx512()) e5 = gemv_err(rows, cols, q_ref, q_avx512, outlier);
-        PQ_CHECK(e < TOL && e2 < TOL && e5 < TOL, "%s gemv T=1..4%s rel L2: cpu %.1e, avx2 %.1e (%s), avx512 %.1e (%s)",
-                 name, o ? " x with 1000x outliers" : "", e, e2,
-                 pq_qpack_gemv_aligned(&w.q, 8) ? "aligned" : "gathered", e5, kind16);
-    }
+    const char *kind[NV] = {"", pq_qpack_gemv_aligned(&w.q, 8) ? " (aligned)" : " (gathered)",
+                            pq_qpack_gemv_fixed(&w.q, 16)     ? " (fixed)"
+                            : pq_qpack_gemv_aligned(&w.q, 16) ? " (aligned)"
+                                                              : " (gathered)"};
+    const gemv_fn fns[NV] = {q_cpu, q_avx2, q_avx512};
+    for (version v = V_CPU; v < NV; v++)
+        for (int o = 0; o < 2 && !skipped(v, name); o++) {
+            double e = gemv_err(rows, cols, q_ref, fns[v], o ? 1000.0f : 1.0f);
+            PQ_CHECK(e < TOL, "%s gemv %s%s T=1..4%s rel L2 %.1e", name, VNAME[v], kind[v],
+                     o ? " x with 1000x outliers" : "", e);
+        }
     pq_free(cur_xp);
     if (have_avx512() && pq_qpack_gemv_fixed(&w.q, 16)) { // the AVX-512 blocks are the C ones, byte for byte
         int T = 1 + (int)(pq_test_u64() % PQ_GEMV_MAX_T);
@@ -271,7 +291,7 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
         PQ_CHECK(!memcmp(p0, p1, (size_t)cols / 128 * T * 512), "%s prepare avx512 blocks == C blocks (T=%d)", name, T);
         pq_free(x); pq_free(p0); pq_free(p1);
     }
-    pq_free(a); pq_free(b); pq_free(c);
+    pq_free(a); pq_free(b);
     free_qpack(&w);
 }
 
@@ -354,26 +374,27 @@ static void check_fixed_point(void) {
     }
 
     // tokens 0 and 3 against the _ref; token 1 (NaN) all NaN, token 2 (-Inf) all non-finite
-    float y[4][T * ROWS];
-    pq_qpack_gemv_ref(&w.q, 0, ROWS, x, T, y[0], ROWS);
-    pq_qpack_gemv_prepare_cpu(&w.q, x, T, (float *)p1);
-    pq_qpack_gemv_cpu(&w.q, 0, ROWS, x, T, (float *)p1, y[1], ROWS);
-    memcpy(y[2], y[0], sizeof y[0]);
-    memcpy(y[3], y[0], sizeof y[0]);
-    if (have_avx2()) {
-        pq_qpack_gemv_prepare(&w.q, x, T, 8, (float *)p1);
-        pq_qpack_gemv_avx2(&w.q, 0, ROWS, x, T, (float *)p1, y[2], ROWS);
-    }
-    if (have_avx512()) pq_qpack_gemv_avx512(&w.q, 0, ROWS, x, T, (float *)p0, y[3], ROWS);
-    double worst = 0;
+    float y0[T * ROWS], y[T * ROWS];
+    pq_qpack_gemv_ref(&w.q, 0, ROWS, x, T, y0, ROWS);
     int nonfinite = 0;
-    for (int k = 0; k < 4; k++) {
-        for (int t = 0; t < T; t += 3) worst = fmax(worst, pq_rel_l2(y[k] + t * ROWS, y[0] + t * ROWS, ROWS));
-        for (int r = 0; r < ROWS; r++) nonfinite += !isnan(y[k][ROWS + r]) + !!isfinite(y[k][2 * ROWS + r]);
+    for (int r = 0; r < ROWS; r++) nonfinite += !isnan(y0[ROWS + r]) + !!isfinite(y0[2 * ROWS + r]);
+    PQ_CHECK(nonfinite == 0, "fixed-point x: gemv ref on the edge cases: NaN x -> NaN, Inf x -> non-finite (%d rows "
+             "not)", nonfinite);
+    for (version v = V_CPU; v < NV; v++) {
+        if (skipped(v, "fixed-point x: gemv on the edge cases")) continue;
+        pq_test_poison(y, (size_t)T * ROWS);
+        if (v == V_CPU) pq_qpack_gemv_prepare_cpu(&w.q, x, T, (float *)p1);
+        if (v == V_AVX2) pq_qpack_gemv_prepare(&w.q, x, T, 8, (float *)p1);
+        if (v == V_CPU) pq_qpack_gemv_cpu(&w.q, 0, ROWS, x, T, (float *)p1, y, ROWS);
+        if (v == V_AVX2) pq_qpack_gemv_avx2(&w.q, 0, ROWS, x, T, (float *)p1, y, ROWS);
+        if (v == V_AVX512) pq_qpack_gemv_avx512(&w.q, 0, ROWS, x, T, (float *)p0, y, ROWS);
+        double worst = 0;
+        nonfinite = 0;
+        for (int t = 0; t < T; t += 3) worst = fmax(worst, pq_rel_l2(y + t * ROWS, y0 + t * ROWS, ROWS));
+        for (int r = 0; r < ROWS; r++) nonfinite += !isnan(y[ROWS + r]) + !!isfinite(y[2 * ROWS + r]);
+        PQ_CHECK(worst < TOL && nonfinite == 0, "fixed-point x: gemv %s on the edge cases: rel L2 %.1e, NaN x -> NaN, "
+                 "Inf x -> non-finite (%d rows not)", VNAME[v], worst, nonfinite);
     }
-    PQ_CHECK(worst < TOL && nonfinite == 0,
-             "fixed-point x: gemv ref, cpu, avx2, avx512 on the edge cases: rel L2 %.1e, NaN x -> NaN, Inf x -> "
-             "non-finite (%d rows not)", worst, nonfinite);
     pq_free(x); pq_free(p0); pq_free(p1);
     free_qpack(&w);
 }
@@ -409,33 +430,26 @@ static void check_fp8_int8(int rows, int cols) {
     for (int k = 0; k < 3; k++) {
         pq_linear L = make_linear(kinds[k], rows, cols, &unused, &data, &scales);
         size_t n = (size_t)rows * cols;
-        float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4), *c = pq_alloc(n * 4);
-        pq_test_poison(a, n); pq_test_poison(b, n); pq_test_poison(c, n);
-        double e, e2, e5;
-        if (L.fmt == PQ_W_FP8) {
-            cur_f8 = &L.f8;
-            pq_fp8_rows_ref(&L.f8, 0, rows, a);
-            pq_fp8_rows_cpu(&L.f8, 0, rows, b);
-            if (have_avx2()) pq_fp8_rows_avx2(&L.f8, 0, rows, c);
-            else memcpy(c, a, n * 4);
-            e = gemv_err(rows, cols, f8_ref, f8_cpu, 1);
-            e2 = have_avx2() ? gemv_err(rows, cols, f8_ref, f8_avx2, 1) : 0;
-            e5 = have_avx512() ? gemv_err(rows, cols, f8_ref, f8_avx512, 1) : 0;
-        } else {
-            cur_i8 = &L.i8;
-            pq_int8_rows_ref(&L.i8, 0, rows, a);
-            pq_int8_rows_cpu(&L.i8, 0, rows, b);
-            if (have_avx2()) pq_int8_rows_avx2(&L.i8, 0, rows, c);
-            else memcpy(c, a, n * 4);
-            e = gemv_err(rows, cols, i8_ref, i8_cpu, 1);
-            e2 = have_avx2() ? gemv_err(rows, cols, i8_ref, i8_avx2, 1) : 0;
-            e5 = have_avx512() ? gemv_err(rows, cols, i8_ref, i8_avx512, 1) : 0;
+        float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4);
+        pq_test_poison(a, n);
+        int fp8 = L.fmt == PQ_W_FP8;
+        cur_f8 = &L.f8, cur_i8 = &L.i8;
+        if (fp8) pq_fp8_rows_ref(&L.f8, 0, rows, a);
+        else pq_int8_rows_ref(&L.i8, 0, rows, a);
+        for (version v = V_CPU; v <= V_AVX2; v++) {
+            if (skipped(v, kinds[k])) continue;
+            pq_test_poison(b, n);
+            if (fp8) (v == V_CPU ? pq_fp8_rows_cpu : pq_fp8_rows_avx2)(&L.f8, 0, rows, b);
+            else (v == V_CPU ? pq_int8_rows_cpu : pq_int8_rows_avx2)(&L.i8, 0, rows, b);
+            PQ_CHECK(!memcmp(a, b, n * 4), "%s rows %s == ref bit for bit (%dx%d)", kinds[k], VNAME[v], rows, cols);
         }
-        PQ_CHECK(!memcmp(a, b, n * 4) && !memcmp(a, c, n * 4), "%s rows cpu, avx2 == ref bit for bit (%dx%d)", kinds[k],
-                 rows, cols);
-        PQ_CHECK(e < TOL && e2 < TOL && e5 < TOL, "%s gemv T=1..4 rel L2: cpu %.1e, avx2 %.1e, avx512 %.1e (%dx%d)",
-                 kinds[k], e, e2, e5, rows, cols);
-        pq_free(a); pq_free(b); pq_free(c); pq_free(data); pq_free(scales);
+        const gemv_fn fns[2][NV] = {{i8_cpu, i8_avx2, i8_avx512}, {f8_cpu, f8_avx2, f8_avx512}};
+        for (version v = V_CPU; v < NV; v++) {
+            if (skipped(v, kinds[k])) continue;
+            double e = gemv_err(rows, cols, fp8 ? f8_ref : i8_ref, fns[fp8][v], 1);
+            PQ_CHECK(e < TOL, "%s gemv %s T=1..4 rel L2 %.1e (%dx%d)", kinds[k], VNAME[v], e, rows, cols);
+        }
+        pq_free(a); pq_free(b); pq_free(data); pq_free(scales);
     }
 }
 
@@ -452,14 +466,13 @@ static void check_fp8_all_codes(void) {
     pq_test_poison(a, (size_t)rows * cols);
     pq_test_poison(b, (size_t)rows * cols);
     pq_fp8_rows_ref(&w, 0, rows, a);
-    pq_fp8_rows_cpu(&w, 0, rows, b);
-    int same = !memcmp(a, b, (size_t)rows * cols * 4);
-    if (have_avx2()) {
+    for (version v = V_CPU; v <= V_AVX2; v++) {
+        if (skipped(v, "fp8 rows of all 256 codes")) continue;
         pq_test_poison(b, (size_t)rows * cols);
-        pq_fp8_rows_avx2(&w, 0, rows, b);
-        same &= !memcmp(a, b, (size_t)rows * cols * 4);
+        (v == V_CPU ? pq_fp8_rows_cpu : pq_fp8_rows_avx2)(&w, 0, rows, b);
+        PQ_CHECK(!memcmp(a, b, (size_t)rows * cols * 4), "fp8 rows of all 256 codes (NaN, -0, subnormals) %s == ref "
+                 "bit for bit", VNAME[v]);
     }
-    PQ_CHECK(same, "fp8 rows of all 256 codes (NaN, -0, subnormals) cpu, avx2 == ref bit for bit");
     // row 0 clean; NaN codes at column 100, 280 and the last: in the 32/64-byte steps, the masked
     // AVX-512 tail and the scalar AVX2 tail
     for (int r = 0; r < rows; r++)
@@ -467,17 +480,17 @@ static void check_fp8_all_codes(void) {
     q[1 * cols + 100] = 0x7f;
     q[2 * cols + 280] = 0xff;
     q[3 * cols + cols - 1] = 0x7f;
-    float x[293], y[4][4];
+    float x[293], y[4];
     pq_test_fill(x, (size_t)cols, 1.0f);
-    pq_fp8_gemv_ref(&w, 0, rows, x, 1, y[0], rows);
-    pq_fp8_gemv_cpu(&w, 0, rows, x, 1, y[1], rows);
-    memcpy(y[2], y[1], sizeof y[1]);
-    memcpy(y[3], y[1], sizeof y[1]);
-    if (have_avx2()) pq_fp8_gemv_avx2(&w, 0, rows, x, 1, y[2], rows);
-    if (have_avx512()) pq_fp8_gemv_avx512(&w, 0, rows, x, 1, y[3], rows);
-    int ok = 1;
-    for (int k = 0; k < 4; k++) ok &= !isnan(y[k][0]) && isnan(y[k][1]) && isnan(y[k][2]) && isnan(y[k][3]);
-    PQ_CHECK(ok, "fp8 gemv ref, cpu, avx2, avx512: a NaN code anywhere in a row gives NaN");
+    void (*const fns[1 + NV])(const pq_fp8_weight *, int, int, const float *, int, float *, int) = {
+        pq_fp8_gemv_ref, pq_fp8_gemv_cpu, pq_fp8_gemv_avx2, pq_fp8_gemv_avx512};
+    for (int k = 0; k <= NV; k++) {
+        if (k > 0 && skipped((version)(k - 1), "fp8 gemv with NaN codes")) continue;
+        pq_test_poison(y, 4);
+        fns[k](&w, 0, rows, x, 1, y, rows);
+        PQ_CHECK(!isnan(y[0]) && isnan(y[1]) && isnan(y[2]) && isnan(y[3]),
+                 "fp8 gemv %s: a NaN code anywhere in a row gives NaN (a clean row does not)", k ? VNAME[k - 1] : "ref");
+    }
     pq_free(q); pq_free(a); pq_free(b);
 }
 

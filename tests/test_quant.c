@@ -11,6 +11,13 @@
 #include "quant/rtn.h"
 #include "formats/scheme.h"
 
+// RTN into a new quantized tensor q (the caller frees it, also on error).
+static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype dt, const char *name,
+                         pq_pool *pool, pq_qtensor *q, double *err) {
+    pq_status st = pq_qtensor_init(q, s, rows, cols, dt);
+    return st != PQ_OK ? st : pq_rtn_quantize(w, s, name, pool, q, err);
+}
+
 static pq_scheme int_scheme(int bits, int group, int sym) {
     return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
 }
@@ -28,7 +35,7 @@ static void test_sym_hand(void) {
     const float w[8] = {7.5f, -7.5f, 2.5f, -0.5f, 3.49f, 1.5f, 0.0f, -3.5f};
     pq_scheme s = int_scheme(4, PQ_GROUP_CHANNEL, 1);
     pq_qtensor q;
-    PQ_CHECK(pq_rtn_quantize(w, 1, 8, &s, PQ_DT_F16, "hand", NULL, &q, NULL) == PQ_OK, "int4 sym quantizes");
+    PQ_CHECK(rtn_new(w, 1, 8, &s, PQ_DT_F16, "hand", NULL, &q, NULL) == PQ_OK, "int4 sym quantizes");
     // unsigned codes 15 0 10 8 11 10 8 4, low nibble first
     PQ_CHECK(q.packed[0] == 0x48AB8A0Fu && q.scales[0] == 1.0f && !q.zeros,
              "int4 sym: hand codes (7.5 clamps to 7, -7.5 ties to -8, 2.5 to 2, 1.5 to 2): word %08x scale %g",
@@ -43,7 +50,7 @@ static void test_sym_hand(void) {
     const float w8[4] = {127.5f, -127.5f, 0.5f, 1.5f};
     pq_scheme s8;
     PQ_CHECK(pq_scheme_make("w8a8", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &s8) == PQ_OK, "w8a8 scheme");
-    PQ_CHECK(pq_rtn_quantize(w8, 1, 4, &s8, PQ_DT_F16, "hand8", NULL, &q, NULL) == PQ_OK && q.fmt == PQ_W_INT8,
+    PQ_CHECK(rtn_new(w8, 1, 4, &s8, PQ_DT_F16, "hand8", NULL, &q, NULL) == PQ_OK && q.fmt == PQ_W_INT8,
              "int8 quantizes to PQ_W_INT8");
     PQ_CHECK(q.i8[0] == 127 && q.i8[1] == -128 && q.i8[2] == 0 && q.i8[3] == 2 && q.scales[0] == 1.0f,
              "int8: 127.5 clamps to 127, -127.5 ties to -128, 0.5 to 0, 1.5 to 2 (%d %d %d %d)", q.i8[0], q.i8[1],
@@ -56,7 +63,7 @@ static void test_asym_hand(void) {
     const float w[5] = {-3.0f, 0.0f, 4.5f, 12.0f, 5.5f};
     pq_scheme s = int_scheme(4, PQ_GROUP_CHANNEL, 0);
     pq_qtensor q;
-    PQ_CHECK(pq_rtn_quantize(w, 1, 5, &s, PQ_DT_F16, "asym", NULL, &q, NULL) == PQ_OK && q.zeros,
+    PQ_CHECK(rtn_new(w, 1, 5, &s, PQ_DT_F16, "asym", NULL, &q, NULL) == PQ_OK && q.zeros,
              "int4 asym quantizes with zero points");
     // codes rne(w) + z = -8 -5 -1 7 1 -> unsigned 0 3 7 15 9; zero 3
     PQ_CHECK(q.packed[0] == 0x9F730u && q.zeros[0] == 3 && q.scales[0] == 1.0f,
@@ -70,7 +77,7 @@ static void test_asym_hand(void) {
 
     // a row of only positive values: the range still includes 0 (z = -8)
     const float pos[4] = {1.0f, 2.0f, 3.0f, 15.0f};
-    PQ_CHECK(pq_rtn_quantize(pos, 1, 4, &s, PQ_DT_F16, "pos", NULL, &q, NULL) == PQ_OK && q.zeros[0] == 0 &&
+    PQ_CHECK(rtn_new(pos, 1, 4, &s, PQ_DT_F16, "pos", NULL, &q, NULL) == PQ_OK && q.zeros[0] == 0 &&
                  q.scales[0] == 1.0f,
              "int4 asym: all-positive row has zero point -8 (unsigned 0), scale 1");
     pq_qtensor_free(&q);
@@ -86,7 +93,7 @@ static void test_ragged(int group, int sym) {
     pq_scheme s = int_scheme(4, group, sym);
     pq_qtensor q;
     double err;
-    int ok = pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F16, "ragged", NULL, &q, &err) == PQ_OK;
+    int ok = rtn_new(w, rows, cols, &s, PQ_DT_F16, "ragged", NULL, &q, &err) == PQ_OK;
     PQ_CHECK(ok && pq_qtensor_ngroups(&q) == ng && q.nscales == rows * ng,
              "cols 172 group %d %s: %d groups, the last %d wide", group, sym ? "sym" : "asym", ng,
              cols - (ng - 1) * group);
@@ -128,16 +135,26 @@ static void test_nonfinite(void) {
     w[7] = NAN;
     pq_scheme s = int_scheme(4, PQ_GROUP_CHANNEL, 1);
     pq_qtensor q;
-    pq_status st = pq_rtn_quantize(w, 3, 4, &s, PQ_DT_F16, "model.layers.2.mlp.up_proj.weight", NULL, &q, NULL);
+    pq_status st = rtn_new(w, 3, 4, &s, PQ_DT_F16, "model.layers.2.mlp.up_proj.weight", NULL, &q, NULL);
     PQ_CHECK(st == PQ_ERR_NUMERIC && strstr(pq_last_error(), "model.layers.2.mlp.up_proj.weight") &&
-                 strstr(pq_last_error(), "[1, 3]") && strstr(pq_last_error(), "NaN") && !q.packed && !q.scales,
+                 strstr(pq_last_error(), "[1, 3]") && strstr(pq_last_error(), "NaN"),
              "NaN refused naming the tensor and element: %s", pq_last_error());
+    pq_qtensor_free(&q);
     w[7] = -INFINITY;
     pq_scheme f;
     pq_scheme_make("fp8", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &f);
-    st = pq_rtn_quantize(w, 3, 4, &f, PQ_DT_BF16, "lm_head.weight", NULL, &q, NULL);
+    st = rtn_new(w, 3, 4, &f, PQ_DT_BF16, "lm_head.weight", NULL, &q, NULL);
     PQ_CHECK(st == PQ_ERR_NUMERIC && strstr(pq_last_error(), "lm_head.weight") && strstr(pq_last_error(), "Inf"),
              "Inf refused naming the tensor: %s", pq_last_error());
+    pq_qtensor_free(&q);
+    // an output made for another scheme is refused, not overrun
+    pq_scheme s8 = int_scheme(8, PQ_GROUP_CHANNEL, 1);
+    w[7] = 0;
+    PQ_CHECK(pq_qtensor_init(&q, &s, 3, 4, PQ_DT_F16) == PQ_OK &&
+                 pq_rtn_quantize(w, &s8, "other", NULL, &q, NULL) == PQ_ERR_ARG &&
+                 strstr(pq_last_error(), "was not made for this scheme"),
+             "an output tensor of another scheme is refused: %s", pq_last_error());
+    pq_qtensor_free(&q);
 }
 
 static void test_fp8(void) {
@@ -146,7 +163,7 @@ static void test_fp8(void) {
     pq_scheme s;
     pq_scheme_make("fp8", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &s);
     pq_qtensor q;
-    PQ_CHECK(pq_rtn_quantize(w, 1, 4, &s, PQ_DT_F16, "sat", NULL, &q, NULL) == PQ_OK && q.fmt == PQ_W_FP8,
+    PQ_CHECK(rtn_new(w, 1, 4, &s, PQ_DT_F16, "sat", NULL, &q, NULL) == PQ_OK && q.fmt == PQ_W_FP8,
              "fp8 quantizes to PQ_W_FP8");
     PQ_CHECK(q.scales[0] == 1.0f && q.f8[0] == 0x7e && q.f8[1] == 0xfe && q.f8[2] == 0x38 && q.f8[3] == 0,
              "fp8: saturates to +-448 (0x7e/0xfe), 1.0 is 0x38 (%02x %02x %02x %02x)", q.f8[0], q.f8[1], q.f8[2],
@@ -159,7 +176,7 @@ static void test_fp8(void) {
     pq_scheme t;
     PQ_CHECK(pq_scheme_make("fp8", PQ_GROUP_TENSOR, PQ_SYM_DEFAULT, &t) == PQ_OK, "fp8 per-tensor scheme");
     double err;
-    PQ_CHECK(pq_rtn_quantize(m, rows, cols, &t, PQ_DT_BF16, "pt", NULL, &q, &err) == PQ_OK && q.per_tensor &&
+    PQ_CHECK(rtn_new(m, rows, cols, &t, PQ_DT_BF16, "pt", NULL, &q, &err) == PQ_OK && q.per_tensor &&
                  q.nscales == 1 && pq_round_to_dtype(q.scales[0], PQ_DT_BF16) == q.scales[0],
              "fp8 per tensor: one scale, exact in BF16");
     // E4M3 has 3 mantissa bits: relative error per element <= 2^-4 (normal range)
@@ -190,9 +207,9 @@ static void test_determinism(void) {
         pq_scheme_make(names[i], i == 0 ? 64 : PQ_GROUP_DEFAULT, i == 0 ? 0 : PQ_SYM_DEFAULT, &s);
         pq_qtensor a, b, c;
         double ea, eb;
-        int ok = pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F16, "d", NULL, &a, &ea) == PQ_OK &&
-                 pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F16, "d", pool, &b, &eb) == PQ_OK &&
-                 pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F16, "d", pool, &c, NULL) == PQ_OK;
+        int ok = rtn_new(w, rows, cols, &s, PQ_DT_F16, "d", NULL, &a, &ea) == PQ_OK &&
+                 rtn_new(w, rows, cols, &s, PQ_DT_F16, "d", pool, &b, &eb) == PQ_OK &&
+                 rtn_new(w, rows, cols, &s, PQ_DT_F16, "d", pool, &c, NULL) == PQ_OK;
         PQ_CHECK(ok && same_qtensor(&a, &b) && same_qtensor(&b, &c) && ea == eb,
                  "%s: identical codes, scales and error serially and on 3 threads, run twice", names[i]);
         int exact = 1;
@@ -215,7 +232,7 @@ static void test_bits_and_zero(void) {
         pq_scheme s = int_scheme(bits, 16, 0);
         pq_qtensor q;
         double err;
-        int ok = pq_rtn_quantize(w, rows, cols, &s, PQ_DT_F32, "bits", NULL, &q, &err) == PQ_OK;
+        int ok = rtn_new(w, rows, cols, &s, PQ_DT_F32, "bits", NULL, &q, &err) == PQ_OK;
         float *d = ok ? dequant(&q) : NULL;
         int zero_ok = ok && q.scales[0] == 0x1p-23f;
         for (int c = 0; ok && c < cols; c++) zero_ok &= d[c] == 0;

@@ -9,10 +9,11 @@
 // make test-gpu).
 #include "common/half.h"
 #include "common/sys.h"
-#include "eval/backend.h"
+#include "kernels/cuda_host.h"
 #include "kernels/linear.h"
 #include "kernels/quant_cuda.h"
 #include "kernels/w8a8.h"
+#include "tests/lib/cuda_wrappers.h"
 #include "tests/test.h"
 
 static int have_gpu;

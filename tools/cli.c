@@ -2,10 +2,13 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/sys.h"
 
 const char *const CLI_DEVICE_CHOICES = "auto|cpu|cuda";
@@ -36,6 +39,13 @@ static const char *choice_name(const char *choices, int index, char *buf, size_t
     return buf;
 }
 
+// "0..1024" (integers) or "[1e-12, 100]" (reals).
+static const char *range_str(const cli_flag *f, char *buf, size_t cap) {
+    if (f->kind == FLAG_INT) snprintf(buf, cap, "%.0f..%.0f", f->min, f->max);
+    else snprintf(buf, cap, "[%g, %g]", f->min, f->max);
+    return buf;
+}
+
 void cli_usage(const cli_command *cmd, FILE *out) {
     fprintf(out, "usage: pq %s %s\n%s\n\noptions:\n", cmd->name, cmd->synopsis, cmd->summary);
     for (int i = 0; i < cmd->n_flags; i++) {
@@ -51,33 +61,46 @@ void cli_usage(const cli_command *cmd, FILE *out) {
         if (f->kind == FLAG_CHOICE) snprintf(left, sizeof left, "%s %s", f->name, f->choices);
         else if (f->kind == FLAG_BOOL) snprintf(left, sizeof left, "%s", f->name);
         else snprintf(left, sizeof left, "%s %s", f->name, f->metavar ? f->metavar : "X");
+        if (f->max > f->min) {
+            size_t n = strlen(dflt);
+            snprintf(dflt + n, sizeof dflt - n, ", valid %s", range_str(f, tmp, sizeof tmp));
+        }
         if (dflt[0]) fprintf(out, "  %-26s %s (default: %s)\n", left, f->help, dflt);
         else fprintf(out, "  %-26s %s\n", left, f->help);
     }
     fprintf(out, "  %-26s %s\n", "--help", "print this help");
 }
 
-static int usage_error(const cli_command *cmd, const char *fmt, const char *a, const char *b) {
+static int usage_error(const cli_command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const cli_command *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "pq %s: ", cmd->name);
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see pq %s --help)\n", cmd->name);
+    va_end(ap);
     return -1;
 }
 
 static int parse_value(const cli_command *cmd, const cli_flag *f, const char *v) {
-    char *end;
+    char *end, range[64];
     errno = 0;
     switch (f->kind) {
     case FLAG_INT: {
         long x = strtol(v, &end, 10);
-        if (*v == '\0' || *end || errno || x < -2147483647L || x > 2147483647L)
-            return usage_error(cmd, "%s: '%s' is not an integer", f->name, v);
+        if (*v == '\0' || *end) return usage_error(cmd, "%s: '%s' is not an integer", f->name, v);
+        if (f->max > f->min && (errno || x < f->min || x > f->max))
+            return usage_error(cmd, "%s %s: not in %s", f->name, v, range_str(f, range, sizeof range));
+        if (errno || x < -2147483647L || x > 2147483647L)
+            return usage_error(cmd, "%s %s: out of range", f->name, v);
         *(int *)f->dst = (int)x;
         return 0;
     }
     case FLAG_DOUBLE: {
-        double x = strtod(v, &end);
-        if (*v == '\0' || *end || errno) return usage_error(cmd, "%s: '%s' is not a number", f->name, v);
+        double x = strtod(v, &end); // an underflow (1e-320) is a value, judged by the range
+        if (*v == '\0' || *end || x != x) return usage_error(cmd, "%s: '%s' is not a number", f->name, v);
+        if (f->max > f->min && !(x >= f->min && x <= f->max))
+            return usage_error(cmd, "%s %s: not in %s", f->name, v, range_str(f, range, sizeof range));
         *(double *)f->dst = x;
         return 0;
     }
@@ -104,21 +127,22 @@ int cli_parse(const cli_command *cmd, int argc, char **argv) {
             const cli_flag *f = NULL;
             for (int k = 0; k < cmd->n_flags && !f; k++)
                 if (strlen(cmd->flags[k].name) == nlen && strncmp(cmd->flags[k].name, a, nlen) == 0) f = &cmd->flags[k];
-            if (!f) return usage_error(cmd, "unknown option %s%s", a, "");
+            if (!f) return usage_error(cmd, "unknown option %s", a);
+            if (cmd->seen) *cmd->seen |= f->bit;
             if (f->kind == FLAG_BOOL) {
-                if (eq) return usage_error(cmd, "%s takes no value%s", f->name, "");
+                if (eq) return usage_error(cmd, "%s takes no value", f->name);
                 *(int *)f->dst = f->value;
                 continue;
             }
             const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!v) return usage_error(cmd, "%s needs a value%s", f->name, "");
+            if (!v) return usage_error(cmd, "%s needs a value", f->name);
             if (parse_value(cmd, f, v) != 0) return -1;
             continue;
         }
-        if (npos >= cmd->n_positional) return usage_error(cmd, "unexpected argument '%s'%s", a, "");
+        if (npos >= cmd->n_positional) return usage_error(cmd, "unexpected argument '%s'", a);
         cmd->positional[npos++] = a;
     }
-    if (npos < cmd->n_positional) return usage_error(cmd, "missing argument%s%s", "", "");
+    if (npos < cmd->n_positional) return usage_error(cmd, "missing argument");
     return 0;
 }
 
@@ -160,4 +184,54 @@ int cli_print_json(const char *cmd, json_t *obj) {
     putchar('\n');
     json_decref(obj);
     return 0;
+}
+
+// ---- signals and stdout ---------------------------------------------------------
+
+static char sig_prefix[64] = "pq"; // "pq <cmd>", for the bus error's line
+
+static void say(const char *s) {
+    ssize_t w = write(2, s, strlen(s));
+    (void)w;
+}
+
+static void on_signal(int sig) {
+    pq_cleanup_run();
+    signal(sig, SIG_DFL);
+    raise(sig); // delivered once the handler returns: the process ends by the signal
+}
+
+static void on_bus(int sig, siginfo_t *si, void *ctx) {
+    const char *path = pq_cleanup_map_path(si->si_addr);
+    if (path) {
+        say(sig_prefix), say(": "), say(path);
+        say(": changed on disk while pq was reading it (it is shorter than when it was opened)\n");
+    }
+    pq_cleanup_run();
+    if (path) _exit(1);
+    signal(sig, SIG_DFL); // not an input file: a bug, reported by the default action
+}
+
+void cli_signals(const char *cmd) {
+    snprintf(sig_prefix, sizeof sig_prefix, "pq %s", cmd);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+    sa.sa_handler = NULL;
+    sa.sa_sigaction = on_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &sa, NULL);
+    // a file size limit (ulimit -f) fails the write with EFBIG, reported like
+    // a full disk and cleaned up, instead of killing the process mid-write
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+int cli_finish_stdout(const char *cmd, int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "pq %s: cannot write the result to stdout: %s\n", cmd, errno ? strerror(errno) : "write error");
+    return 1;
 }

@@ -18,6 +18,9 @@ typedef struct {
     const char *choices;  // FLAG_CHOICE: "gptq|llamacpp" (index stored); FLAG_BOOL: NULL
     int value;            // FLAG_BOOL: value stored when the flag is given
     const char *metavar;  // "N", "FILE"
+    unsigned bit;         // set in the command's *seen when the flag is given (0: none)
+    double min, max;      // FLAG_INT / FLAG_DOUBLE: the valid range, checked by the parser and shown in
+                          // --help (max > min; both 0: any value)
 } cli_flag;
 
 typedef struct {
@@ -28,9 +31,11 @@ typedef struct {
     int n_flags;
     int n_positional;         // required positional arguments
     const char **positional;  // filled with argv pointers
+    unsigned *seen;           // receives the bits of the flags given (NULL: not recorded)
 } cli_command;
 
-// Parses argv[1..] (argv[0] is the subcommand). Returns 0 on success, 1 if
+// Parses argv[1..] (argv[0] is the subcommand): every value checked against
+// its kind and range. Returns 0 on success, 1 if
 // --help was printed (exit 0), -1 on a usage error (already printed; exit 2).
 int cli_parse(const cli_command *cmd, int argc, char **argv);
 void cli_usage(const cli_command *cmd, FILE *out);
@@ -59,5 +64,18 @@ int cli_print_json(const char *cmd, json_t *obj);
 
 // Parses "auto|cpu|cuda"-style device names (index into that list).
 extern const char *const CLI_DEVICE_CHOICES;
+
+// Installs the handlers every command runs under, for messages as "pq
+// <cmd>: ...": SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE remove the
+// temporary outputs registered in common/cleanup.h (a resumable run's is
+// kept, with a line saying so) and end the process by the signal; SIGBUS in
+// a mapped input file (truncated while pq reads it) prints one line naming
+// the file, removes the temporary outputs and exits 1. SIGXFSZ is ignored:
+// a write past a file size limit fails (EFBIG) like one to a full disk.
+void cli_signals(const char *cmd);
+
+// After a command: its results must have reached stdout. A write error
+// (a full disk, a closed pipe) prints one line and turns rc into 1.
+int cli_finish_stdout(const char *cmd, int rc);
 
 #endif

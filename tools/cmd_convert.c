@@ -15,15 +15,17 @@ int main_convert(int argc, char **argv) {
     int json = 0;
     const char *pos[1];
     const cli_flag flags[] = {
-        {"-o", FLAG_STR, &p.out, "output directory (required; must not exist unless --force)", NULL, 0, "DIR"},
-        {"--dtype", FLAG_STR, &p.dtype, "f16 | bf16 | f32 for every tensor (default: F16/BF16/F32 as stored, "
-         "dequantized block types as F32, exact)", NULL, 0, "T"},
-        {"--force", FLAG_BOOL, &p.force, "replace an existing DIR once the new one is complete", NULL, 1, NULL},
-        {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
+        {.name = "-o", .kind = FLAG_STR, .dst = &p.out, .help = "output directory (required; must not exist unless "
+             "--force)", .metavar = "DIR"},
+        {.name = "--dtype", .kind = FLAG_STR, .dst = &p.dtype, .help = "f16 | bf16 | f32 for every tensor (default: "
+             "F16/BF16/F32 as stored, dequantized block types as F32, exact)", .metavar = "T"},
+        {.name = "--force", .kind = FLAG_BOOL, .dst = &p.force, .help = "replace an existing DIR once the new one is "
+             "complete", .value = 1},
+        {.name = "--json", .kind = FLAG_BOOL, .dst = &json, .help = "print the result as JSON", .value = 1},
     };
     cli_command cmd = {"convert", "FILE.gguf -o DIR [options]",
                        "Write a GGUF file as a Hugging Face checkpoint (config.json, model.safetensors, tokenizer).",
-                       flags, sizeof flags / sizeof flags[0], 1, pos};
+                       flags, sizeof flags / sizeof flags[0], 1, pos, NULL};
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != 0) return rc > 0 ? 0 : 2;
     if (!p.out) {

@@ -2,6 +2,7 @@
 // takes): the prompt prefilled, then one token at a time through the KV
 // cache, streamed to stdout.
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,21 +26,30 @@ int main_generate(int argc, char **argv) {
     int device = PQ_DEVICE_AUTO, json = 0, seed = 0;
     const char *pos[1];
     const cli_flag flags[] = {
-        {"--prompt", FLAG_STR, &job.prompt, "the prompt (UTF-8)", NULL, 0, "TEXT"},
-        {"-n", FLAG_INT, &job.max_new, "generate at most N tokens", NULL, 0, "N"},
-        {"--temp", FLAG_DOUBLE, &job.sample.temp, "temperature (0 = greedy: the most likely token)", NULL, 0, "T"},
-        {"--top-k", FLAG_INT, &job.sample.top_k, "sample among the K most likely tokens (0 = all; with --temp > 0)", NULL, 0, "K"},
-        {"--top-p", FLAG_DOUBLE, &job.sample.top_p, "then among the fewest holding mass P (1 = all; with --temp > 0)", NULL, 0, "P"},
-        {"--seed", FLAG_INT, &seed, "random seed of the sampler (>= 0; a seed repeats a run exactly)", NULL, 0, "S"},
-        {"--chat", FLAG_BOOL, &job.chat, "wrap the prompt in the model's chat template (ChatML or Llama 3)", NULL, 1, NULL},
-        {"--max-ctx", FLAG_INT, &job.max_ctx, "KV cache positions (0 = prompt + N, at most the model's)", NULL, 0, "N"},
-        {"--device", FLAG_CHOICE, &device, "where to run", "auto|cpu|cuda", 0, NULL},
-        {"--threads", FLAG_INT, &job.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
-        {"--json", FLAG_BOOL, &json, "print text, token ids and speeds as JSON instead of streaming the text", NULL, 1, NULL},
+        {.name = "--prompt", .kind = FLAG_STR, .dst = &job.prompt, .help = "the prompt (UTF-8)", .metavar = "TEXT"},
+        {.name = "-n", .kind = FLAG_INT, .dst = &job.max_new, .help = "generate at most N tokens", .metavar = "N",
+             .min = 1, .max = 1 << 24},
+        {.name = "--temp", .kind = FLAG_DOUBLE, .dst = &job.sample.temp, .help = "temperature (0 = greedy: the most "
+             "likely token)", .metavar = "T", .min = 0, .max = 1e6},
+        {.name = "--top-k", .kind = FLAG_INT, .dst = &job.sample.top_k, .help = "sample among the K most likely "
+             "tokens (0 = all; with --temp > 0)", .metavar = "K", .min = 0, .max = INT_MAX},
+        {.name = "--top-p", .kind = FLAG_DOUBLE, .dst = &job.sample.top_p, .help = "then among the fewest holding "
+             "mass P (1 = all; with --temp > 0)", .metavar = "P", .min = 0, .max = 1},
+        {.name = "--seed", .kind = FLAG_INT, .dst = &seed, .help = "random seed of the sampler (a seed repeats a run "
+             "exactly)", .metavar = "S", .min = 0, .max = INT_MAX},
+        {.name = "--chat", .kind = FLAG_BOOL, .dst = &job.chat, .help = "wrap the prompt in the model's chat template "
+             "(ChatML or Llama 3)", .value = 1},
+        {.name = "--max-ctx", .kind = FLAG_INT, .dst = &job.max_ctx, .help = "KV cache positions (0 = prompt + N, at "
+             "most the model's)", .metavar = "N", .min = 0, .max = 1 << 24},
+        {.name = "--device", .kind = FLAG_CHOICE, .dst = &device, .help = "where to run", .choices = "auto|cpu|cuda"},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &job.nthreads, .help = "CPU threads (0 = all cores)",
+             .metavar = "N", .min = 0, .max = PQ_MAX_THREADS},
+        {.name = "--json", .kind = FLAG_BOOL, .dst = &json, .help = "print text, token ids and speeds as JSON instead "
+             "of streaming the text", .value = 1},
     };
     cli_command cmd = {"generate", "MODEL --prompt TEXT [options]",
                        "Generate text from MODEL: prefill the prompt, then decode token by token with the KV cache.",
-                       flags, sizeof flags / sizeof flags[0], 1, pos};
+                       flags, sizeof flags / sizeof flags[0], 1, pos, NULL};
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != 0) return rc > 0 ? 0 : 2;
     if (!job.prompt) {

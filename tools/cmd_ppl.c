@@ -1,5 +1,6 @@
 // pq ppl — perplexity of a model (FP16 or packed) on a text file.
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include "eval/ppl.h"
@@ -17,18 +18,24 @@ int main_ppl(int argc, char **argv) {
     int protocol = PQ_PPL_GPTQ, device = PQ_DEVICE_AUTO, json = 0;
     const char *pos[1];
     const cli_flag flags[] = {
-        {"--text", FLAG_STR, &job.text, "text file to score (UTF-8)", NULL, 0, "FILE"},
-        {"--ctx", FLAG_INT, &job.ctx, "window length in tokens (0: 2048 gptq / 512 llamacpp, clamped to the model)", NULL, 0, "N"},
-        {"--protocol", FLAG_CHOICE, &protocol, "gptq: papers' table protocol; llamacpp: llama-perplexity's", "gptq|llamacpp", 0, NULL},
-        {"--bos", FLAG_BOOL, &job.bos, "feed BOS at the start of every window", NULL, 1, NULL},
-        {"--no-bos", FLAG_BOOL, &job.bos, "never feed BOS (default: gptq no, llamacpp as the tokenizer)", NULL, 0, NULL},
-        {"--max-windows", FLAG_INT, &job.max_windows, "score at most N windows (0 = all)", NULL, 0, "N"},
-        {"--device", FLAG_CHOICE, &device, "where to run", "auto|cpu|cuda", 0, NULL},
-        {"--threads", FLAG_INT, &job.nthreads, "CPU threads (0 = all cores)", NULL, 0, "N"},
-        {"--json", FLAG_BOOL, &json, "print the result as JSON", NULL, 1, NULL},
+        {.name = "--text", .kind = FLAG_STR, .dst = &job.text, .help = "text file to score (UTF-8)", .metavar = "FILE"},
+        {.name = "--ctx", .kind = FLAG_INT, .dst = &job.ctx, .help = "window length in tokens (0: 2048 gptq / 512 "
+             "llamacpp, clamped to the model)", .metavar = "N", .min = 0, .max = 1 << 24},
+        {.name = "--protocol", .kind = FLAG_CHOICE, .dst = &protocol, .help = "gptq: papers' table protocol; "
+             "llamacpp: llama-perplexity's", .choices = "gptq|llamacpp"},
+        {.name = "--bos", .kind = FLAG_BOOL, .dst = &job.bos, .help = "feed BOS at the start of every window",
+             .value = 1},
+        {.name = "--no-bos", .kind = FLAG_BOOL, .dst = &job.bos, .help = "never feed BOS (default: gptq no, "
+             "llamacpp as the tokenizer)"},
+        {.name = "--max-windows", .kind = FLAG_INT, .dst = &job.max_windows, .help = "score at most N windows (0 = "
+             "all)", .metavar = "N", .min = 0, .max = INT_MAX},
+        {.name = "--device", .kind = FLAG_CHOICE, .dst = &device, .help = "where to run", .choices = "auto|cpu|cuda"},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &job.nthreads, .help = "CPU threads (0 = all cores)",
+             .metavar = "N", .min = 0, .max = PQ_MAX_THREADS},
+        {.name = "--json", .kind = FLAG_BOOL, .dst = &json, .help = "print the result as JSON", .value = 1},
     };
     cli_command cmd = {"ppl", "MODEL --text FILE [options]", "Perplexity of MODEL on a text file.", flags,
-                       sizeof flags / sizeof flags[0], 1, pos};
+                       sizeof flags / sizeof flags[0], 1, pos, NULL};
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != 0) return rc > 0 ? 0 : 2;
     if (!job.text) {

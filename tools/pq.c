@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/version.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 typedef struct {
@@ -30,10 +31,19 @@ static void usage(FILE *out) {
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) { usage(stdout); return 0; }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) { printf("pq %s\n", PQ_VERSION); return 0; }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return cli_finish_stdout("help", 0);
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("pq %s\n", PQ_VERSION);
+        return cli_finish_stdout("version", 0);
+    }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (strcmp(cmd, COMMANDS[i].name) == 0) return COMMANDS[i].main(argc - 1, argv + 1);
+        if (strcmp(cmd, COMMANDS[i].name) == 0) {
+            cli_signals(cmd);
+            return cli_finish_stdout(cmd, COMMANDS[i].main(argc - 1, argv + 1));
+        }
     fprintf(stderr, "pq: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

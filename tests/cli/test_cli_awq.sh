@@ -50,9 +50,9 @@ echo "$h" | jq -e '."model.layers.0.smooth.q_k_v".shape == [64] and ."model.laye
     fail "scales tensors: $(echo "$h" | jq -c 'del(.__metadata__) | to_entries[0:12] | map({(.key): .value.shape}) | add')"
 j=$TMP/awq_g32_sym/pq.json
 [ "$(jq -r .method "$j")" = awq ] && [ "$(jq .awq.grid "$j")" = 20 ] && [ "$(jq .calibration.sha256 -r "$j")" = "$sha" ] &&
-    [ "$(jq '[.layers[] | select(.alpha >= 0 and .alpha < 1 and .output_rel_error > 0)] | length' "$j")" = 30 ] &&
+    [ "$(jq '[.layers[] | select(.alpha >= 0 and .alpha < 1 and .output_rel_sq_error > 0)] | length' "$j")" = 30 ] &&
     [ "$(jq '[.layers[] | select((.name | endswith("o_proj")) and .alpha == null)] | length' "$j")" = 5 ] &&
-    grep -q '^pq quantize: layer 5/5 rel err [0-9.e+-]*, output err [0-9.e+-]*$' "$TMP/q_err" &&
+    grep -q '^pq quantize: layer 5/5 rel sq err [0-9.e+-]*, output rel sq err [0-9.e+-]*$' "$TMP/q_err" &&
     ok "pq.json: method awq, grid, calibration sha256, output errors, an alpha per linear but o_proj (GQA: not scaled)" ||
     fail "awq pq.json: $(jq -c '{method, awq, l0: .layers[0]}' "$j")"
 # the source stored as model.safetensors.zst alone is the same model (its hash is of the decompressed bytes)
@@ -192,16 +192,22 @@ expect_fail 2 "--act-scale static: only for w8a8 and fp8-static" "--act-scale st
     $PQ quantize "$FIXTURE" -o "$B" --act-scale static
 expect_fail 2 "--method rtn with static activation scales needs calibration text" "static scales without --calib" -- \
     $PQ quantize "$FIXTURE" -o "$B" --scheme fp8-static
-expect_fail 2 "--true-sequential: only for --method gptq, not --method awq" "awq --true-sequential" -- \
+expect_fail 2 "--true-sequential: not a flag of --method awq (it is one of gptq)" "awq --true-sequential" -- \
     $PQ quantize "$FIXTURE" -o "$B" $AWQ --true-sequential
 expect_fail 2 "--method gptq: pq calibrate runs awq, smoothquant or fp8" "calibrate gptq" -- \
     $PQ calibrate "$FIXTURE" -o "$B" --method gptq $CAL
 expect_fail 2 "-o SCALES and --method are required" "calibrate without --method" -- $PQ calibrate "$FIXTURE" -o "$B" $CAL
-expect_fail 2 "$S exists (pass --force to replace it)" "calibrate onto an existing file" -- \
+expect_fail 2 "$S: already exists (--force replaces it)" "calibrate onto an existing file" -- \
     $PQ calibrate "$FIXTURE" -o "$S" $AWQ --group 32
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    # no GPU: --device cuda is an error before any calibration, as in pq ppl (it used to run on the CPU)
+    expect_fail 1 "--device cuda: no usable CUDA device" "calibrate --device cuda without a GPU" -- \
+        $PQ calibrate "$FIXTURE" -o "$B" $AWQ --device cuda
+    grep -q "memory estimate" "$TMP/err" && fail "calibrate --device cuda without a GPU started calibrating"
+fi
 [ ! -e "$B" ] && [ -z "$(ls -d "$B".* 2>/dev/null)" ] && ok "bad inputs leave nothing behind" || fail "bad inputs left $(ls -d "$B"*)"
-$PQ calibrate --help >"$TMP/help" && grep -q -- '--awq-grid N .*(default: 20)' "$TMP/help" &&
+$PQ calibrate --help >"$TMP/help" && grep -q -- '--awq-grid N .*(default: 20, valid 1..1000)' "$TMP/help" &&
     grep -q -- '--alpha A .*(default: 0.5)' "$TMP/help" && grep -q -- '--act-scale dynamic|static' "$TMP/help" &&
-    grep -q -- '--search-tokens N .*(default: 4096)' "$TMP/help" &&
+    grep -q -- '--search-tokens N .*(default: 4096, valid 1..1073741824)' "$TMP/help" &&
     ok "pq calibrate --help lists its flags with defaults" || fail "calibrate --help: $(cat "$TMP/help")"
 finish

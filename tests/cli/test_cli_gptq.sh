@@ -7,7 +7,7 @@
 # a real kill at a random time) and --resume giving byte-identical files,
 # leftovers and bad inputs refused with one line and the right exit code.
 #
-# The kill points use the test-only hooks of quant/quantize_gptq.c:
+# The kill points use the test-only hooks of quant/journal.h:
 # PQ_TEST_KILL_AFTER_BLOCK=k (block k's tensors written, not yet fsync'd nor
 # journaled) and PQ_TEST_KILL_AFTER_JOURNAL=k (block k journaled).
 . tests/cli/lib.sh
@@ -36,7 +36,7 @@ out=$TMP/gptq4
 quantize -o "$TMP/echo" $G --group 32 --act-order
 head -n 1 "$TMP/q_err" | grep -q "^pq quantize: $FIXTURE -> $TMP/echo: gptq w4a16 g32 sym (pack-quantized), calibration $CALIB 8 x 256 tokens (random, seed 0), damp 0.01, block 128, act-order" &&
     grep -q '^pq quantize: memory estimate [0-9.]* MiB: ' "$TMP/q_err" &&
-    [ "$(grep -c '^pq quantize: layer [1-5]/5 rel err [0-9.e+-]*, output err [0-9.e+-]*$' "$TMP/q_err")" -eq 5 ] &&
+    [ "$(grep -c '^pq quantize: layer [1-5]/5 rel sq err [0-9.e+-]*, output rel sq err [0-9.e+-]*$' "$TMP/q_err")" -eq 5 ] &&
     grep -q '^pq quantize: peak memory [0-9.]* MiB (estimate [0-9.]* MiB, ratio [0-9.]*)$' "$TMP/q_err" &&
     ok "stderr: the configuration, the memory estimate, one line per layer with its output error, the peak" ||
     fail "stderr: $(cat "$TMP/q_err")"
@@ -45,9 +45,10 @@ j=$out/pq.json
 [ "$(jq -r .method "$j")" = gptq ] && [ "$(jq -r .calibration.sha256 "$j")" = "$sha" ] &&
     [ "$(jq .calibration.nsamples "$j")" = 8 ] && [ "$(jq .calibration.seqlen "$j")" = 256 ] &&
     [ "$(jq .calibration.seed "$j")" = 0 ] && [ "$(jq .gptq.damp "$j")" = 0.01 ] &&
-    [ "$(jq '[.layers[] | select(.output_rel_error > 0 and .output_rel_error < 1)] | length' "$j")" = 35 ] &&
-    [ "$(jq '.memory.peak_rss_bytes > 0 and .memory.estimate_bytes > 0' "$j")" = true ] &&
-    ok "pq.json: method, calibration sha256 $sha, N, L, seed, damp, 35 per-linear output errors, memory" ||
+    [ "$(jq '[.layers[] | select(.output_rel_sq_error > 0 and .output_rel_sq_error < 1)] | length' "$j")" = 35 ] &&
+    [ "$(jq '.memory.peak_rss_bytes > 0 and .memory.estimate_bytes > 0 and .seconds.total > 0 and .threads > 0' \
+        "$out/pq-run.json")" = true ] && [ "$(jq 'has("memory") or has("seconds") or has("threads")' "$j")" = false ] &&
+    ok "pq.json: method, calibration sha256 $sha, N, L, seed, damp, 35 per-linear output errors; pq-run.json: memory, seconds, threads" ||
     fail "pq.json: $(jq -c '{method, calibration, gptq, l0: .layers[0]}' "$j")"
 [ "$(jq .quantization_config.config_groups.group_0.weights.num_bits "$TMP/gptq3/config.json")" = 3 ] &&
     $PQ inspect "$TMP/gptq3" --summary 2>&1 | grep -q '^quantization: w4a16 g32 sym 3-bit' &&
@@ -110,24 +111,53 @@ kill_resume block3 PQ_TEST_KILL_AFTER_BLOCK 3
 kill_resume journal2 PQ_TEST_KILL_AFTER_JOURNAL 2
 kill_resume journal5 PQ_TEST_KILL_AFTER_JOURNAL 5
 
-# a real kill -9 at a random moment of a longer run (64 windows)
+# --resume --json reports the blocks the interrupted run had finished (issue 10 item 18: it said all of them)
+o=$TMP/k_json
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 >/dev/null 2>&1
+rb=$($PQ quantize "$FIXTURE" -o "$o" $G --group 32 --resume --json 2>/dev/null | jq .resumed_blocks)
+[ "$rb" = 2 ] && ok "--resume --json: resumed_blocks 2 after a kill with 2 of 5 blocks journaled" ||
+    fail "--resume --json: resumed_blocks '$rb' (want 2)"
+
+# a resume whose inputs changed is refused: the journal binds config.json and the tokenizer files too
+# (issue 10 item 3: a changed rms_norm_eps or a cut merges list resumed with layers of two models mixed)
+S3=$TMP/src3
+mkdir -p "$S3" && cp "$FIXTURE"/*.json "$FIXTURE/model.safetensors" "$S3/"
+o=$TMP/k_inputs
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$S3" -o "$o" $G --group 32 >/dev/null 2>&1
+sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-06/' "$S3/config.json"
+expect_fail 2 "used other inputs or flags" "--resume after config.json changed (rms_norm_eps)" -- \
+    $PQ quantize "$S3" -o "$o" $G --group 32 --resume
+cp "$FIXTURE/config.json" "$S3/"
+jq -c '.model.merges |= .[0:100]' "$FIXTURE/tokenizer.json" >"$S3/tokenizer.json"
+expect_fail 2 "used other inputs or flags" "--resume after the tokenizer's merges were cut" -- \
+    $PQ quantize "$S3" -o "$o" $G --group 32 --resume
+cp "$FIXTURE/tokenizer.json" "$S3/"
+quantize_src() { $PQ quantize "$S3" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
+quantize_src -o "$o" $G --group 32 --resume && grep -q "resuming .*: 2 of 5 blocks done" "$TMP/q_err" &&
+    quantize_src -o "$o.ref" $G --group 32 && same_output "$o" "$o.ref" &&
+    ok "with the inputs restored, the same --resume continues to the uninterrupted run's files" ||
+    fail "resume with restored inputs: $(cat "$TMP/q_err")"
+
+# a real kill -9 at an arbitrary moment of a longer run (64 windows): as soon as the run reports block k
+# (k random in 1..4) on stderr, read through a FIFO, so the kill lands wherever the run has got to by then
+# (no timer: the test waits on the run's own output)
 R="--nsamples 64 --seqlen 256"
-start=$(date +%s%N)
 quantize -o "$TMP/rk_ref" $G $R --group 32
-dur=$(( ($(date +%s%N) - start) / 1000000 ))
-delay=$(awk -v d="$dur" -v r="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.3f", (0.15 + 0.8 * r / 65535) * d / 1000 }')
-$PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 >/dev/null 2>&1 &
+k=$(($(od -An -N1 -tu1 /dev/urandom) % 4 + 1))
+mkfifo "$TMP/progress"
+$PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 >/dev/null 2>"$TMP/progress" &
 pid=$!
-sleep "$delay"
-kill -9 $pid 2>/dev/null
+while IFS= read -r line; do
+    case $line in *"layer $k/5 "*) kill -9 $pid 2>/dev/null; break ;; esac
+done <"$TMP/progress"
 wait $pid 2>/dev/null
 if [ -e "$TMP/rk" ]; then
-    echo "skip - kill -9 after ${delay}s of a ${dur}ms run: it had already finished"
+    echo "skip - kill -9 once block $k was reported: the run had already finished"
 elif $PQ quantize "$FIXTURE" -o "$TMP/rk" $G $R --group 32 --resume >"$TMP/q_out" 2>"$TMP/q_err" &&
     same_output "$TMP/rk_ref" "$TMP/rk" && no_leftovers "$TMP/rk"; then
-    ok "kill -9 after ${delay}s of a ${dur}ms run, then --resume: byte-identical ($(grep -c 'resumed)$' "$TMP/q_err") blocks re-run)"
+    ok "kill -9 once block $k was reported, then --resume: byte-identical ($(grep -c 'resumed)$' "$TMP/q_err") blocks re-run)"
 else
-    fail "kill -9 after ${delay}s: resume: $(cat "$TMP/q_err")"
+    fail "kill -9 once block $k was reported: resume: $(cat "$TMP/q_err")"
 fi
 
 # other flags on resume refused; --force starts over; a locked leftover refused
@@ -136,16 +166,17 @@ env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 -
 expect_fail 2 "used other inputs or flags" "--resume with another --damp" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --damp 0.02 --resume
 leftover=$(ls -d "$o".pq-tmp-* 2>/dev/null)
-# the lock is held from when the holder says so until it is told to let go (no timing)
-mkfifo "$TMP/locked" "$TMP/unlock"
-flock "$leftover/pq.lock" sh -c 'echo >"$1"; read -r x <"$2"' _ "$TMP/locked" "$TMP/unlock" &
+# another process holds the leftover's lock (a live run) until told to let go: synchronized on two FIFOs,
+# never on a timer (the holder says it has the lock; the test says when to release it)
+mkfifo "$TMP/held" "$TMP/release"
+flock "$leftover" sh -c "echo locked >'$TMP/held'; cat '$TMP/release' >/dev/null" &
 lockpid=$!
-read -r x <"$TMP/locked"
-expect_fail 2 "another pq quantize is writing it" "--resume while another process holds the lock" -- \
+read -r _ <"$TMP/held"
+expect_fail 2 "another pq is writing it" "--resume while another process holds the lock" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --resume
-expect_fail 2 "another pq quantize is writing it" "--force while another process holds the lock" -- \
+expect_fail 2 "another pq is writing it" "--force while another process holds the lock" -- \
     $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --force
-echo >"$TMP/unlock"
+echo release >"$TMP/release"
 wait $lockpid
 [ "$leftover" = "$(ls -d "$o".pq-tmp-* 2>/dev/null)" ] && [ -f "$leftover/pq-journal.json" ] &&
     ok "refused resumes left the interrupted run as it was" || fail "the leftover changed: $(ls -la "$o".pq-tmp-* 2>&1)"
@@ -182,21 +213,32 @@ expect_fail 1 "/nonexistent.txt: cannot open" "missing calibration file" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method gptq --calib /nonexistent.txt
 expect_fail 1 "fewer than one calibration window of 255" "calibration text shorter than one window" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method gptq --calib "$TMP/short.txt" --seqlen 256
-expect_fail 2 "--nsamples 0: need at least one calibration window" "--nsamples 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --nsamples 0
-expect_fail 2 "--seqlen 0: a calibration window needs at least 2 tokens" "--seqlen 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --seqlen 0
-expect_fail 2 "--damp 0: not in (0, 100]" "--damp 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --damp 0
+expect_fail 2 "--nsamples 0: not in 1..1048576" "--nsamples 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --nsamples 0
+expect_fail 2 "--seqlen 0: not in 2..16777216" "--seqlen 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --seqlen 0
+expect_fail 2 "--damp 0: not in [1e-12, 100]" "--damp 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --damp 0
 expect_fail 2 "--block-size 0: not in 1..65536" "--block-size 0" -- $PQ quantize "$FIXTURE" -o "$B" $G --block-size 0
 expect_fail 2 "--bits 9: not in 2..8" "--bits 9" -- $PQ quantize "$FIXTURE" -o "$B" $G --bits 9
 expect_fail 2 "--bits 3: only the weight-only integer schemes" "--bits with w8a8" -- \
     $PQ quantize "$FIXTURE" -o "$B" --scheme w8a8 --bits 3
 expect_fail 2 "--method gptq --scheme fp8: GPTQ writes the weight-only integer schemes" "gptq fp8" -- \
     $PQ quantize "$FIXTURE" -o "$B" $G --scheme fp8
-expect_fail 2 "--act-order: only for --method gptq, not --method rtn" "--act-order with rtn" -- \
+expect_fail 2 "--act-order: not a flag of --method rtn (it is one of gptq)" "--act-order with rtn" -- \
     $PQ quantize "$FIXTURE" -o "$B" --act-order
-expect_fail 2 "--resume: only for a calibrated method" "--resume with rtn" -- $PQ quantize "$FIXTURE" -o "$B" --resume
+expect_fail 2 "--resume: not a flag of --method rtn (it is one of gptq, awq, smoothquant, fp8)" "--resume with rtn" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --resume
+# a flag the method does not take is a usage error naming it and the method, whatever its value
+# (it used to be guessed by comparing with the default: --damp 0.5 and --block-size 7 passed with rtn)
+expect_fail 2 "--damp: not a flag of --method rtn (it is one of gptq)" "--damp with rtn" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --method rtn --damp 0.5
+expect_fail 2 "--block-size: not a flag of --method rtn (it is one of gptq)" "--block-size with rtn" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --method rtn --block-size 7
+expect_fail 2 "--damp: not a flag of --method awq (it is one of gptq)" "--damp 0.01 (its default) with awq" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --method awq --calib "$CALIB" --damp 0.01
+expect_fail 2 "--device: not a flag of --method rtn" "--device with rtn (it runs on the CPU)" -- \
+    $PQ quantize "$FIXTURE" -o "$B" --device cpu
 expect_fail 2 "--calib-mode: 'shuffle' is not one of the choices" "bad --calib-mode" -- \
     $PQ quantize "$FIXTURE" -o "$B" $G --calib-mode shuffle
-expect_fail 2 "--seed -1: must be 0 or more" "negative --seed" -- $PQ quantize "$FIXTURE" -o "$B" $G --seed -1
+expect_fail 2 "--seed -1: not in 0..2147483647" "negative --seed" -- $PQ quantize "$FIXTURE" -o "$B" $G --seed -1
 # --device cuda: block passes and Hessians on the GPU when there is one (within
 # 2% of the CPU run's PPL: FP16 activations), else one line and exit 1
 if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_out" 2>"$TMP/q_err"; then
@@ -208,15 +250,17 @@ if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_o
         awk -v a="$pc" -v b="$p4" 'BEGIN { exit !(a > 0 && a < 1.02 * b && a > b / 1.02) }' &&
         ok "--device cuda: block passes and X^T X on the GPU, GPU memory printed, PPL $pc vs CPU $p4" ||
         fail "--device cuda: PPL '$pc' vs '$p4', $(jq -c .gptq "$TMP/cuda/pq.json") $(cat "$TMP/q_err")"
-elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device$" &&
+elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device (" &&
     no_leftovers "$TMP/cuda" && [ ! -e "$TMP/cuda" ]; then
     ok "--device cuda without a GPU: exit 1, $(tail -n 1 "$TMP/q_err")"
 else
     fail "--device cuda: $(cat "$TMP/q_err")"
 fi
 [ ! -e "$B" ] && no_leftovers "$B" && ok "bad inputs leave nothing behind" || fail "bad inputs left $(ls -d "$B"*)"
-$PQ quantize --help >"$TMP/help" && grep -q -- '--calib FILE' "$TMP/help" && grep -q -- '--nsamples N .*(default: 128)' "$TMP/help" &&
-    grep -q -- '--seqlen L .*(default: 2048)' "$TMP/help" && grep -q -- '--damp X .*(default: 0.01)' "$TMP/help" &&
-    grep -q -- '--block-size N .*(default: 128)' "$TMP/help" && grep -q -- '--calib-mode random|concat' "$TMP/help" &&
+$PQ quantize --help >"$TMP/help" && grep -q -- '--calib FILE' "$TMP/help" &&
+    grep -q -- '--nsamples N .*(default: 128, valid 1\.\.1048576)' "$TMP/help" &&
+    grep -q -- '--seqlen L .*(default: 2048, valid 2\.\.16777216)' "$TMP/help" &&
+    grep -q -- '--damp X .*(default: 0.01, valid \[1e-12, 100\])' "$TMP/help" &&
+    grep -q -- '--block-size N .*(default: 128, valid 1\.\.65536)' "$TMP/help" && grep -q -- '--calib-mode random|concat' "$TMP/help" &&
     ok "pq quantize --help lists the GPTQ flags with defaults" || fail "--help: $(cat "$TMP/help")"
 finish

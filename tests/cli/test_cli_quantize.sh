@@ -31,7 +31,7 @@ quantize_check() {
     out=$TMP/$name
     if $PQ quantize "$FIXTURE" -o "$out" "$@" >"$TMP/q_out" 2>"$TMP/q_err" &&
         head -n 1 "$TMP/q_err" | grep -q "^pq quantize: $FIXTURE -> $out: rtn " &&
-        [ "$(grep -c '^pq quantize: layer [1-5]/5 rel err' "$TMP/q_err")" -eq 5 ]; then
+        [ "$(grep -c '^pq quantize: layer [1-5]/5 rel sq err' "$TMP/q_err")" -eq 5 ]; then
         ok "$name: quantized ($(cat "$TMP/q_out"))"
     else
         fail "$name: quantize: $(cat "$TMP/q_out" "$TMP/q_err")"
@@ -59,6 +59,14 @@ done
 quantize_check w8a8 1 -- --scheme w8a8
 quantize_check fp8-dynamic 2 -- --scheme fp8-dynamic
 
+# two runs of the same command: every file byte-identical, pq.json included; what varies (seconds,
+# threads) is in pq-run.json alone (issue 10 item 15: pq.json held the timings)
+$PQ quantize "$FIXTURE" -o "$TMP/r1" --threads 1 >/dev/null 2>&1 && $PQ quantize "$FIXTURE" -o "$TMP/r2" >/dev/null 2>&1 &&
+    same_output "$TMP/r1" "$TMP/r2" && [ "$(jq '.seconds.total > 0 and .threads == 1' "$TMP/r1/pq-run.json")" = true ] &&
+    [ "$(ls "$TMP/r1" | grep -v '^pq-run.json$' | while read -r f; do cmp -s "$TMP/r1/$f" "$TMP/r2/$f" || echo "$f"; done)" = "" ] &&
+    ok "two runs (1 thread, all): every file but pq-run.json byte-identical; pq-run.json has the seconds and threads" ||
+    fail "two runs differ: $(cd "$TMP" && for f in $(ls r1); do cmp r1/$f r2/$f; done 2>&1)"
+
 # the written files: inspect shows the scheme; --json; --zstd read transparently
 $PQ inspect "$TMP/w4a16-g32-asym" --summary >"$TMP/inspect" 2>&1 &&
     grep -q '^quantization: w4a16 g32 asym, compressed-tensors pack-quantized, weight only, ignore \[lm_head\]' "$TMP/inspect" &&
@@ -66,6 +74,14 @@ $PQ inspect "$TMP/w4a16-g32-asym" --summary >"$TMP/inspect" 2>&1 &&
 json=$($PQ quantize "$FIXTURE" -o "$TMP/z" --scheme w4a16 --zstd --json 2>/dev/null)
 echo "$json" | grep -q '"bits_per_weight": 4\.[0-9]*' && echo "$json" | grep -q '"zst_bytes": [1-9]' &&
     ok "pq quantize --json: $json" || fail "pq quantize --json: $json"
+# ||W - W'||^2 / ||W||^2 is a squared ratio and named so wherever it is printed (issue 10 item 19)
+$PQ quantize "$FIXTURE" -o "$TMP/z2" >"$TMP/z2.out" 2>"$TMP/z2.err"
+[ "$(echo "$json" | jq 'has("rel_sq_error_mean") and has("rel_sq_error_max") and (has("rel_error_mean") | not)')" = true ] &&
+    [ "$(jq '(.rel_sq_error.mean > 0) and (.layers[0].rel_sq_error > 0) and (has("rel_error") | not)' "$TMP/z/pq.json")" = true ] &&
+    grep -q '^pq quantize: layer 1/5 rel sq err [0-9.e+-]*$' "$TMP/z2.err" &&
+    grep -q ', rel sq err mean [0-9.e+-]* max [0-9.e+-]*, ' "$TMP/z2.out" &&
+    ok "the squared relative error is named rel_sq_error in --json and pq.json, rel sq err on stderr and stdout" ||
+    fail "rel sq err names: $json $(jq -c '{rel_sq_error, rel_error}' "$TMP/z/pq.json") $(cat "$TMP/z2.out")"
 $PQ inspect "$TMP/z" --summary 2>&1 | grep -q 'model.safetensors.zst, [0-9]* bytes on disk (ratio [0-9.]*)' &&
     ok "pq inspect shows the zstd ratio of a packed directory" || fail "inspect zstd: $($PQ inspect "$TMP/z" --summary 2>&1)"
 a=$($PQ ppl "$TMP/z" --text "$TEXT" --bos --ctx 256 --max-windows 5 --device cpu 2>/dev/null | cut -d' ' -f3)
@@ -75,7 +91,7 @@ b=$($PQ ppl "$TMP/z" --text "$TEXT" --bos --ctx 256 --max-windows 5 --device cpu
     fail "zstd-only packed model: '$a' vs '$b'"
 $PQ quantize --help >"$TMP/help" && grep -q -- '--scheme S .*(none: w4a16; ' "$TMP/help" &&
     grep -q -- '--group G .*(default: auto)' "$TMP/help" && grep -q -- '--fp8-scale channel|tensor' "$TMP/help" &&
-    grep -q -- '--threads N .*(default: 0)' "$TMP/help" &&
+    grep -q -- '--threads N .*(default: 0, valid 0..1024)' "$TMP/help" &&
     ok "pq quantize --help lists flags with defaults" || fail "quantize --help: $(cat "$TMP/help")"
 
 # bad input: one line naming the problem, exit 2 for usage, 1 for runtime; nothing at OUT

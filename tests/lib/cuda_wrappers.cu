@@ -1,14 +1,13 @@
-// Host wrappers that run one device op on host arrays, for the tests
-// (kernels/ops_cuda.h, kernels/quant_cuda.h): copy in, run on a private
-// stream, wait, copy out.
+// tests/lib/cuda_wrappers.cu — host wrappers that run one device op on host
+// arrays, for the tests (tests/lib/cuda_wrappers.h): copy in, run on a
+// private stream, wait, copy out.
 #include "kernels/cuda_util.cuh"
 
 extern "C" {
 #include "common/half.h"
 }
 #include "kernels/linear_cuda.h"
-#include "kernels/ops_cuda.h"
-#include "kernels/quant_cuda.h"
+#include "tests/lib/cuda_wrappers.h"
 
 // The device buffers and stream of one wrapper call, released by `release`.
 typedef struct {

@@ -1,11 +1,11 @@
-// Random-weight models for benchmarks: the shapes of a real checkpoint
-// without a file.
+// tests/lib/model_random.c — random-weight models for tests and benchmarks:
+// the shapes of a real checkpoint without a file (see model_random.h).
 #include <math.h>
 #include <string.h>
 
 #include "common/half.h"
 #include "common/sys.h"
-#include "eval/model.h"
+#include "tests/lib/model_random.h"
 
 static uint64_t next(uint64_t *s) {
     uint64_t x = *s;

@@ -1,9 +1,8 @@
-// What the tests call of the CUDA code (the host wrappers of
-// kernels/ops_cuda.h and kernels/quant_cuda.h, pq_attention_cuda) in a build
+// tests/lib/cuda_none.c — what the tests call of the CUDA code (the host
+// wrappers of tests/lib/cuda_wrappers.h, pq_attention_cuda) in a build
 // without nvcc: there is no device, so the GPU tests skip.
 #if !PQ_HAVE_CUDA
-#include "kernels/ops_cuda.h"
-#include "kernels/quant_cuda.h"
+#include "tests/lib/cuda_wrappers.h"
 
 static pq_status none(void) { return PQ_FAIL(PQ_ERR_NO_DEVICE, "this pq was built without CUDA (nvcc was not found)"); }
 

@@ -1,0 +1,108 @@
+// quant/method.h — the quantization methods as one table (internal to
+// quant/): what each one takes, how it checks and describes its
+// parameters, how it quantizes a decoder block, what it records in pq.json
+// and which source tensors it rewrites.
+//
+// One entry per method, each in its own file (quant/method_rtn.c,
+// method_gptq.c, method_awq.c, method_smoothquant.c, method_fp8.c); the
+// smoothing methods share their family's code (quant/smooth_method.h). A
+// method reaches only the algorithms below it (quant/rtn.h, gptq.h, smooth.h,
+// scales.h, ...) and this header, never another method; quant/run.c is the
+// one loop that drives any of them.
+//
+// A block is quantized in one of two ways:
+//   uncalibrated  block(state, layer, out) quantizes block `layer` of the
+//                 source (rtn; a smoothing method applying a --scales file)
+//   calibrated    the method plugs into the calibration driver
+//                 (calib/driver.h): hooks() fills its statistics, memory and
+//                 quantize_group or quantize_block callback, which installs
+//                 what the block's final pass runs; after that pass
+//                 result(state, layer, out) hands the block over
+// Either way the run writes the block's result (pq_block_out) to its output
+// (the checkpoint, or for pq calibrate the scales file) and then calls
+// done(state): until then what out points to stays valid.
+#ifndef PQ_METHOD_H
+#define PQ_METHOD_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "calib/driver.h"
+#include "eval/model.h"
+#include "formats/qtensor.h"
+#include "formats/scheme.h"
+#include "quant/quantize.h"
+#include "quant/scales.h"
+#include "quant/smooth.h"
+
+// What a method gets for a run (all borrowed for the run's length).
+typedef struct {
+    const pq_quantize_request *q;
+    const pq_model *m;            // the source (dense linears)
+    const pq_scheme *scheme;      // resolved (actorder set)
+    pq_dtype dt;                  // the model's dtype: scales, folded norms and biases are stored in it
+    const pq_calib_data *calib;   // calibrated runs: the windows; else NULL
+    pq_scales_file *scales;       // a smoothing method applying a --scales file; else NULL
+    pq_pool *pool;
+    void (*note)(void *ud, const char *line); // a warning for the user (a raised dampening)
+    void *note_ud;
+} pq_method_ctx;
+
+// One block's result.
+typedef struct {
+    const pq_qtensor *q[PQ_NLINEAR];  // the quantized linears, slot order
+    json_t *entry[PQ_NLINEAR];        // their pq.json entries: "name", PQ_JSON_REL_ERR (||W - W'||^2 / ||W||^2),
+                                      // PQ_JSON_OUT_ERR when measured, the method's own fields; borrowed
+    const float *folded[PQ_NGROUPS];  // the norm or bias group g's scale folded into (pq_fold_producer),
+                                      // exact in the model dtype; NULL: unchanged
+    const pq_block_scales *scales;    // the smoothing family: the block's calibration (what pq calibrate writes)
+    int damp_raised;                  // input groups whose Hessian needed more dampening (GPTQ)
+} pq_block_out;
+
+// What pq.json's method object may report about the whole run.
+typedef struct {
+    const pq_calib_report *report;    // calibrated runs: the driver's report
+    int damp_raised;                  // summed over every block, resumed ones included
+} pq_method_summary;
+
+typedef struct pq_method pq_method;
+struct pq_method {
+    const char *name;          // "gptq"
+    const char *scheme;        // the default scheme
+    const char *work;          // what the memory estimate calls its memory ("GPTQ", "awq search")
+    uint32_t takes;            // PQ_ARG_* of its own parameters (beyond the calibration's)
+    int kind;                  // the smoothing family: its pq_smooth_kind (PQ_SMOOTH_NONE otherwise)
+    int smoothing;             // a smoothing method: pq calibrate writes its search, --scales applies it
+    int folds;                 // its scales fold into norms and biases, which it rewrites
+    int source_propagates;     // a resumed block's final pass runs the unquantized block (AWQ), not
+                               // its quantized linears (and folded vectors) read back
+    // Whether a run with scheme s calibrates (runs the driver).
+    int (*calibrates)(const pq_scheme *s);
+    // Checks the request's parameters of this method against scheme s (and
+    // may complete s: GPTQ's act-order); PQ_ERR_ARG naming the flag.
+    pq_status (*check)(const pq_method *self, const pq_quantize_request *q, pq_scheme *s, int calibrated);
+    // ", damp 0.01, block 128" / "" into buf: the parameters, for the first line.
+    void (*describe)(const pq_method *self, const pq_quantize_request *q, char *buf, size_t cap);
+    // A run's state; on error nothing is left.
+    pq_status (*create)(const pq_method *self, const pq_method_ctx *c, void **state);
+    // Calibrated: the driver callbacks (stats, work_bytes, quantize_group or quantize_block, ud).
+    pq_status (*hooks)(void *state, pq_calib_method *drv);
+    // Uncalibrated: quantizes block `layer`.
+    pq_status (*block)(void *state, int layer, pq_block_out *out);
+    // Calibrated: block `layer`'s result, after its final pass.
+    pq_status (*result)(void *state, int layer, pq_block_out *out);
+    // The block's result is written: release what out pointed to. NULL: nothing to release.
+    void (*done)(void *state);
+    // pq.json's object named after the method (a new reference), or NULL.
+    json_t *(*provenance)(void *state, const pq_method_summary *s);
+    void (*free)(void *state); // NULL-safe
+};
+
+extern const pq_method PQ_METHOD_RTN, PQ_METHOD_GPTQ, PQ_METHOD_AWQ, PQ_METHOD_SMOOTHQUANT, PQ_METHOD_FP8;
+
+// "model.layers.L.<slot>" into buf.
+static inline void pq_method_module(char *buf, size_t cap, int layer, pq_linear_slot slot) {
+    snprintf(buf, cap, "model.layers.%d.%s", layer, pq_linear_slot_name(slot));
+}
+
+#endif

@@ -1,0 +1,202 @@
+// quant/method_gptq.c — GPTQ (quant/gptq.h) as a method: the calibration
+// driver measures X^T X of each input group; each group's Hessian is
+// prepared once (dampening raised with a note when it is not positive
+// definite) and every linear reading that input is solved from it, its
+// quantized weight installed into the block so that the final pass (and,
+// with true_sequential, the next group's statistics) runs it.
+#include <math.h>
+#include <stdio.h>
+
+#include "common/sys.h"
+#include "quant/gptq.h"
+#include "quant/method.h"
+
+typedef struct {
+    pq_method_ctx c;
+    pq_gptq_params gp;
+    pq_qtensor q[PQ_NLINEAR];          // the current block's quantized linears
+    json_t *entry[PQ_NLINEAR];
+    float *w;                          // [largest linear] the widened source weight
+    float *row;                        // [widest] one dequantized row
+    void *hws, *sws, *ews;             // Hessian, solve and output-error workspaces
+    size_t work;                       // all of the above and one block's quantized tensors
+    int damp_raised;                   // the current block's
+} gptq_state;
+
+static int always(const pq_scheme *s) { return 1; }
+
+static pq_status check(const pq_method *self, const pq_quantize_request *q, pq_scheme *s, int calibrated) {
+    const pq_gptq_args *a = &q->gptq;
+    PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
+               "--method gptq --scheme %s: GPTQ writes the weight-only integer schemes (w4a16, w8a16)",
+               pq_scheme_name(s->id));
+    PQ_FAIL_IF(!(a->damp >= PQ_GPTQ_DAMP_MIN && a->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "--damp %g: not in [%g, %g]",
+               a->damp, PQ_GPTQ_DAMP_MIN, PQ_GPTQ_DAMP_MAX);
+    PQ_FAIL_IF(a->block_size < 1 || a->block_size > 65536, PQ_ERR_ARG, "--block-size %d: not in 1..65536",
+               a->block_size);
+    if (a->act_order && s->group > 0) s->actorder = a->static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;
+    return PQ_OK;
+}
+
+static void describe(const pq_method *self, const pq_quantize_request *q, char *buf, size_t cap) {
+    const pq_gptq_args *a = &q->gptq;
+    snprintf(buf, cap, ", damp %g, block %d%s%s%s", a->damp, a->block_size, a->act_order ? ", act-order" : "",
+             a->static_groups ? ", static groups" : "", a->true_sequential ? ", true-sequential" : "");
+}
+
+static void done(void *state) {
+    gptq_state *g = state;
+    for (int k = 0; k < PQ_NLINEAR; k++) {
+        pq_qtensor_free(&g->q[k]);
+        json_decref(g->entry[k]);
+        g->entry[k] = NULL;
+    }
+    g->damp_raised = 0;
+}
+
+static void free_state(void *state) {
+    gptq_state *g = state;
+    if (!g) return;
+    done(g);
+    pq_free(g->w), pq_free(g->row), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
+    free(g);
+}
+
+// The workspaces: the Hessian and solve workspaces of the largest group and
+// linear, the output-error workspace, the widened weight; the estimate also
+// counts one block's quantized tensors.
+static pq_status create(const pq_method *self, const pq_method_ctx *c, void **state) {
+    const pq_config *cfg = &c->m->cfg;
+    const pq_gptq_args *a = &c->q->gptq;
+    gptq_state *g = calloc(1, sizeof *g);
+    PQ_FAIL_IF(!g, PQ_ERR_NOMEM, "out of memory");
+    g->c = *c;
+    g->gp = (pq_gptq_params){.bits = c->scheme->bits, .group = c->scheme->group, .sym = c->scheme->sym,
+                             .damp = a->damp, .block_size = a->block_size, .act_order = a->act_order,
+                             .static_groups = a->static_groups};
+    size_t hb = 0, sb = 0, eb = 0, qb = 0, wb = 0;
+    int widest = 0, nt = pq_pool_size(c->pool);
+    for (int gi = 0; gi < PQ_NGROUPS; gi++) {
+        int cols = pq_input_group_cols(cfg, gi);
+        hb = pq_gptq_hessian_bytes(cols) > hb ? pq_gptq_hessian_bytes(cols) : hb;
+        widest = cols > widest ? cols : widest;
+    }
+    for (int s = 0; s < PQ_NLINEAR; s++) {
+        const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
+        size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &g->gp), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
+        sb = b > sb ? b : sb;
+        eb = e > eb ? e : eb;
+        qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
+        wb = (size_t)L->rows * L->cols * 4 > wb ? (size_t)L->rows * L->cols * 4 : wb;
+    }
+    g->hws = pq_alloc(hb);
+    g->sws = pq_alloc(sb);
+    g->ews = pq_alloc(eb);
+    g->w = pq_alloc(wb);
+    g->row = pq_alloc((size_t)widest * sizeof(float));
+    g->work = hb + sb + eb + qb + wb;
+    if (!g->hws || !g->sws || !g->ews || !g->w || !g->row) {
+        free_state(g);
+        return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the GPTQ workspaces (%.1f MiB)", (hb + sb + eb) / 1048576.0);
+    }
+    *state = g;
+    return PQ_OK;
+}
+
+// ||W - W'||^2 / ||W||^2 (the figure RTN reports too).
+static double weight_error(gptq_state *g, const float *w, const pq_linear *q) {
+    double e2 = 0, n2 = 0;
+    for (int r = 0; r < q->rows; r++) {
+        pq_linear_rows(q, r, 1, g->row);
+        for (int c = 0; c < q->cols; c++) {
+            double x = w[(size_t)r * q->cols + c], d = x - g->row[c];
+            e2 += d * d;
+            n2 += x * x;
+        }
+    }
+    return n2 > 0 ? e2 / n2 : 0;
+}
+
+// The widened source weight of a linear, checked for NaN / Inf.
+static pq_status widen(gptq_state *g, const char *module, const pq_linear *L) {
+    PQ_FAIL_IF(L->fmt != PQ_W_DENSE, PQ_ERR_FORMAT, "%s: %s is not a dense weight", g->c.q->model, module);
+    pq_linear_rows(L, 0, L->rows, g->w);
+    size_t n = (size_t)L->rows * L->cols;
+    for (size_t i = 0; i < n; i++)
+        PQ_FAIL_IF(!isfinite(g->w[i]), PQ_ERR_NUMERIC, "%s/%s.weight: weight [%zu, %zu] is %s", g->c.q->model,
+                   module, i / L->cols, i % L->cols, isnan(g->w[i]) ? "NaN" : "Inf");
+    return PQ_OK;
+}
+
+static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L, const pq_gptq_hessian *h,
+                                 const pq_act_stats *st) {
+    const pq_linear *src = &L->lin[slot];
+    char module[256];
+    pq_method_module(module, sizeof module, layer, (pq_linear_slot)slot);
+    PQ_TRY(widen(g, module, src));
+    pq_qtensor *q = &g->q[slot];
+    pq_qtensor_free(q);
+    PQ_TRY(pq_qtensor_init(q, g->c.scheme, src->rows, src->cols, pq_linear_dtype(src)));
+    if (pq_gptq_has_g_idx(&g->gp, src->cols)) {
+        q->g_idx = pq_alloc((size_t)src->cols * sizeof(int32_t));
+        PQ_FAIL_IF(!q->g_idx, PQ_ERR_NOMEM, "%s: out of memory", module);
+    }
+    double loss;
+    PQ_TRY(pq_gptq_solve(g->w, src->rows, h, &g->gp, module, g->sws, g->c.pool, q, &loss));
+    pq_linear view = pq_qtensor_linear(q);
+    view.bias = src->bias;
+    double rel = weight_error(g, g->w, &view), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
+    json_decref(g->entry[slot]);
+    g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
+                               "damp", h->damp, "dead_columns", h->n_dead);
+    PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");
+    L->lin[slot] = view;
+    return PQ_OK;
+}
+
+static pq_status quantize_group(void *ud, int layer, int gi, pq_layer *L, const pq_act_stats *st) {
+    gptq_state *g = ud;
+    const pq_input_group *grp = &PQ_INPUT_GROUPS[gi];
+    char name[256], line[512];
+    snprintf(name, sizeof name, "model.layers.%d %s input", layer, grp->name);
+    pq_gptq_hessian h;
+    PQ_TRY(pq_gptq_prepare(st->xtx, st->cols, &g->gp, name, g->hws, g->c.pool, &h));
+    if (h.retries) {
+        g->damp_raised++;
+        snprintf(line, sizeof line, "warning: %s: the Hessian is not positive definite with damp %g; raised to %g",
+                 name, g->gp.damp, h.damp);
+        if (g->c.note) g->c.note(g->c.note_ud, line);
+    }
+    for (int k = 0; k < grp->n; k++) PQ_TRY(quantize_linear(g, layer, grp->members[k], L, &h, st));
+    return PQ_OK;
+}
+
+static pq_status hooks(void *state, pq_calib_method *drv) {
+    gptq_state *g = state;
+    *drv = (pq_calib_method){.stats = PQ_STAT_XTX, .work_bytes = g->work, .quantize_group = quantize_group, .ud = g};
+    return PQ_OK;
+}
+
+static pq_status result(void *state, int layer, pq_block_out *out) {
+    gptq_state *g = state;
+    for (int k = 0; k < PQ_NLINEAR; k++) out->q[k] = &g->q[k], out->entry[k] = g->entry[k];
+    out->damp_raised = g->damp_raised;
+    return PQ_OK;
+}
+
+static json_t *provenance(void *state, const pq_method_summary *s) {
+    gptq_state *g = state;
+    const pq_calib_report *m = s->report;
+    return json_pack("{s:i, s:f, s:i, s:b, s:b, s:b, s:i, s:s, s:s, s:i}", "bits", g->gp.bits, "damp", g->gp.damp,
+                     "block_size", g->gp.block_size, "act_order", g->gp.act_order, "static_groups",
+                     g->gp.static_groups, "true_sequential", g->c.q->gptq.true_sequential, "damp_raised",
+                     s->damp_raised, "hessian_device", m->on_gpu ? "cuda" : "cpu", "forward_device",
+                     m->on_gpu ? "cuda" : "cpu", "forward_cpu_fallbacks", m->cpu_passes);
+}
+
+const pq_method PQ_METHOD_GPTQ = {
+    .name = "gptq", .scheme = "w4a16", .work = "GPTQ", .kind = PQ_SMOOTH_NONE,
+    .takes = PQ_ARG_DAMP | PQ_ARG_BLOCK_SIZE | PQ_ARG_ACT_ORDER | PQ_ARG_STATIC_GROUPS | PQ_ARG_TRUE_SEQUENTIAL,
+    .calibrates = always, .check = check, .describe = describe, .create = create, .hooks = hooks,
+    .result = result, .done = done, .provenance = provenance, .free = free_state,
+};
