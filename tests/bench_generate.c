@@ -21,6 +21,7 @@
 #include "common/sys.h"
 #include "eval/generate.h"
 #include "tests/quant_model.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 #define PROMPT 32

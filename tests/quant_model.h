@@ -34,8 +34,9 @@ static inline pq_status pq_test_quantize_model(pq_model *m, const pq_scheme *s, 
             float *w = malloc((size_t)L->rows * L->cols * sizeof(float));
             PQ_FAIL_IF(!w, PQ_ERR_NOMEM, "out of memory");
             pq_linear_rows(L, 0, L->rows, w);
-            pq_status st = pq_rtn_quantize(w, L->rows, L->cols, s, PQ_DT_F16, pq_linear_slot_name(i), NULL,
-                                           &(*q)[l * PQ_NLINEAR + i], NULL);
+            pq_qtensor *qt = &(*q)[l * PQ_NLINEAR + i];
+            pq_status st = pq_qtensor_init(qt, s, L->rows, L->cols, PQ_DT_F16);
+            if (st == PQ_OK) st = pq_rtn_quantize(w, s, pq_linear_slot_name(i), NULL, qt, NULL);
             free(w);
             PQ_TRY(st);
             const float *bias = L->bias;

@@ -12,6 +12,7 @@
 #include "formats/tokenizer/tok_stream.h"
 #include "formats/tokenizer/unicode.h"
 #include "tests/quant_model.h"
+#include "tests/lib/model_random.h"
 #include "tests/test.h"
 
 // ---- sampling --------------------------------------------------------------------
