@@ -24,7 +24,7 @@
 static pq_status file_sha256(const char *path, char hex[65], int *absent) {
     *absent = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) return *absent = 1, PQ_OK;
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return *absent = 1, PQ_OK; // ENOTDIR: a .gguf source
     PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

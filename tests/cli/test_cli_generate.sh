@@ -66,9 +66,9 @@ expect_fail 2 "not one pq knows (ChatML or Llama 3)" "--chat with an unknown tem
 # --help: every flag with its default
 $PQ generate --help >"$TMP/help"
 missing=""
-for f in "--prompt TEXT" "-n N .*(default: 128)" "--temp T .*(default: 0)" "--top-k K .*(default: 40)" \
-    "--top-p P .*(default: 0.95)" "--seed S .*(default: 0)" "--chat" "--max-ctx N .*(default: 0)" \
-    "--threads N .*(default: 0)" "--device auto|cpu|cuda .*(default: auto)" "--json"; do
+for f in "--prompt TEXT" "-n N .*(default: 128[,)]" "--temp T .*(default: 0[,)]" "--top-k K .*(default: 40[,)]" \
+    "--top-p P .*(default: 0.95[,)]" "--seed S .*(default: 0[,)]" "--chat" "--max-ctx N .*(default: 0[,)]" \
+    "--threads N .*(default: 0[,)]" "--device auto|cpu|cuda .*(default: auto)" "--json"; do
     grep -q -- "^  $f" "$TMP/help" || missing="$missing [$f]"
 done
 [ -z "$missing" ] && ok "pq generate --help lists every flag with its default" || fail "--help lacks$missing"
