@@ -90,7 +90,7 @@ static pq_status load_layer(pq_model *m, int l, pq_layer *L) {
     for (int s = 0; s < PQ_NLINEAR; s++) {
         snprintf(name, sizeof name, "model.layers.%d.%s", l, SLOT_NAMES[s]);
         PQ_TRY(load_linear(m, name, rows[s], cols[s], &L->lin[s]));
-        if (c->qkv_bias && s <= PQ_V) {
+        if ((c->qkv_bias && s <= PQ_V) || (c->o_bias && s == PQ_O)) {
             snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, SLOT_NAMES[s]);
             PQ_TRY(load_vector(m, name, rows[s], &L->bias[s]));
             L->lin[s].bias = L->bias[s];
