@@ -51,6 +51,7 @@
 
 #include "formats/safetensors.h"
 #include "formats/qtensor.h"
+#include "formats/regex.h"
 #include "formats/scheme.h"
 
 // ---- quantization_config (formats/packed_config.c) ----------------------
@@ -60,6 +61,7 @@ typedef struct {
     pq_scheme scheme;   // what its single config group describes
     char format[32];    // "pack-quantized", ...
     char **ignore;      // module names or "re:" patterns (owned)
+    pq_regex **ignore_re; // the compiled "re:" patterns, NULL for names (owned)
     int n_ignore;
 } pq_packed_info;
 
@@ -74,7 +76,9 @@ void pq_packed_info_free(pq_packed_info *info); // NULL-safe; leaves it zeroed
 
 // Whether the module (e.g. "lm_head", "model.layers.0.mlp.up_proj") is in
 // the ignore list: an exact name, or a "re:" pattern matching from its start
-// (Python re.match, as compressed-tensors does; POSIX extended syntax here).
+// (Python re.match, as compressed-tensors does, through formats/regex.h: its
+// subset of Python syntax in linear time; a pattern outside it is refused
+// when the config is parsed).
 int pq_packed_ignored(const pq_packed_info *info, const char *module);
 
 // config.json for the packed checkpoint: the source's config.json text with

@@ -3,9 +3,10 @@
 #include "formats/packed.h"
 
 #include <jansson.h>
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "formats/regex.h"
 
 // "version": the compressed-tensors release pq's output was last verified to
 // load in, bit for bit (tests/compat/run.sh).
@@ -170,20 +171,21 @@ static pq_status parse_ignore(json_t *ign, const char *name, pq_packed_info *out
     PQ_FAIL_IF(!json_is_array(ign), PQ_ERR_FORMAT, "%s: " QC ".ignore must be a list of names", name);
     size_t n = json_array_size(ign);
     out->ignore = calloc(n ? n : 1, sizeof *out->ignore);
-    PQ_FAIL_IF(!out->ignore, PQ_ERR_NOMEM, "%s: out of memory", name);
+    out->ignore_re = calloc(n ? n : 1, sizeof *out->ignore_re);
+    PQ_FAIL_IF(!out->ignore || !out->ignore_re, PQ_ERR_NOMEM, "%s: out of memory", name);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(ign, i);
         PQ_FAIL_IF(!json_is_string(v), PQ_ERR_FORMAT, "%s: " QC ".ignore[%zu] must be a string", name, i);
         const char *pat = json_string_value(v);
-        if (strncmp(pat, "re:", 3) == 0) {
-            regex_t re;
-            PQ_FAIL_IF(regcomp(&re, pat + 3, REG_EXTENDED | REG_NOSUB) != 0, PQ_ERR_FORMAT,
-                       "%s: " QC ".ignore[%zu]: bad pattern \"%s\"", name, i, pat);
-            regfree(&re);
-        }
+        size_t len = json_string_length(v);
+        PQ_FAIL_IF(strlen(pat) != len, PQ_ERR_FORMAT, "%s: " QC ".ignore[%zu] holds a NUL character", name, i);
         out->ignore[i] = strdup(pat);
         PQ_FAIL_IF(!out->ignore[i], PQ_ERR_NOMEM, "%s: out of memory", name);
         out->n_ignore = (int)i + 1;
+        if (strncmp(pat, "re:", 3) == 0) {
+            pq_status st = pq_regex_compile(pat + 3, len - 3, &out->ignore_re[i]);
+            if (st != PQ_OK) return pq_fail_context(st, "%s: " QC ".ignore[%zu]", name, i);
+        }
     }
     return PQ_OK;
 }
@@ -239,24 +241,20 @@ pq_status pq_packed_info_parse(const char *json, size_t len, const char *name, p
 
 void pq_packed_info_free(pq_packed_info *info) {
     if (!info) return;
-    for (int i = 0; i < info->n_ignore; i++) free(info->ignore[i]);
+    for (int i = 0; i < info->n_ignore; i++) {
+        free(info->ignore[i]);
+        pq_regex_free(info->ignore_re[i]);
+    }
     free(info->ignore);
+    free(info->ignore_re);
     memset(info, 0, sizeof *info);
 }
 
 int pq_packed_ignored(const pq_packed_info *info, const char *module) {
     for (int i = 0; i < info->n_ignore; i++) {
-        const char *pat = info->ignore[i];
-        if (strncmp(pat, "re:", 3) != 0) {
-            if (strcmp(pat, module) == 0) return 1;
-            continue;
-        }
-        regex_t re;
-        regmatch_t m;
-        if (regcomp(&re, pat + 3, REG_EXTENDED) != 0) continue; // validated when parsed
-        int hit = regexec(&re, module, 1, &m, 0) == 0 && m.rm_so == 0;
-        regfree(&re);
-        if (hit) return 1;
+        if (info->ignore_re[i] ? pq_regex_match(info->ignore_re[i], module, strlen(module))
+                               : strcmp(info->ignore[i], module) == 0)
+            return 1;
     }
     return 0;
 }
