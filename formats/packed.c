@@ -207,15 +207,6 @@ static pq_status load_scales(const pq_st *st, const char *module, const char *su
     return PQ_OK;
 }
 
-// t's data as an aligned pointer: the mapping itself, or an owned copy.
-static const void *aligned(const pq_tensor *t, size_t align, void **copy) {
-    *copy = NULL;
-    if ((uintptr_t)t->data % align == 0) return t->data;
-    *copy = pq_alloc(t->nbytes);
-    if (*copy) memcpy(*copy, t->data, t->nbytes);
-    return *copy;
-}
-
 // The file's bit-stream codes (tensor t) repacked into the kernel layout
 // (*copy owns them).
 static const uint32_t *kernel_codes(const pq_tensor *t, int rows, int cols, int bits, void **copy) {
@@ -261,7 +252,8 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
     int64_t packed[2] = {rows, dense_words(cols, bits)}, zshape[2] = {zp_rows(rows, bits), ng};
     PQ_TRY(tensor_name(name, module, "weight_packed"));
     PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, packed, &t));
-    const uint32_t *codes = same_layout(bits) ? aligned(t, 4, &own->p[0]) : kernel_codes(t, rows, cols, bits, &own->p[0]);
+    // pq_st aligns every tensor to its dtype: the 2/4/8-bit codes are used in place
+    const uint32_t *codes = same_layout(bits) ? t->data : kernel_codes(t, rows, cols, bits, &own->p[0]);
     PQ_FAIL_IF(!codes, PQ_ERR_NOMEM, "%s: out of memory", name);
     PQ_TRY(check_shape_tensor(st, module, rows, cols));
     float *scales;
@@ -286,8 +278,7 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
     if (pq_st_find(st, name)) {
         int64_t n = cols;
         PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 1, &n, &t));
-        g_idx = aligned(t, 4, &own->p[3]);
-        PQ_FAIL_IF(!g_idx, PQ_ERR_NOMEM, "%s: out of memory", name);
+        g_idx = t->data;
         for (int c = 0; c < cols; c++)
             PQ_FAIL_IF(g_idx[c] < 0 || g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: tensor '%s'[%d] = %d is not a group "
                        "in [0, %d)", file_of(st, t), name, c, g_idx[c], ng);

@@ -100,13 +100,13 @@ pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme
 pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q);
 
 // Arrays a pq_linear read from a file needs beyond the mapped tensors.
-#define PQ_PACKED_MAX_OWNED 4
+#define PQ_PACKED_MAX_OWNED 3
 typedef struct {
     void *p[PQ_PACKED_MAX_OWNED]; // free each with pq_free
 } pq_packed_owned;
 
 // Builds the pq_linear of module M ([rows x cols], as config.json implies)
-// from st: codes point into the mapped file (copied only if misaligned);
+// from st: codes point into the mapped file (pq_st keeps them aligned);
 // scales are widened to owned f32, zero points unpacked to owned bytes.
 // Names, dtypes and shapes are checked against info and [rows, cols]; a
 // missing or different tensor, a non-finite scale, a g_idx out of

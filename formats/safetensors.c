@@ -17,13 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/sys.h"
 #include "formats/fileio.h"
 #include "formats/sha256.h"
 #include "formats/zstd_io.h"
 
 #define MAX_HEADER_BYTES 100000000ull        // the Hugging Face library's limit
 #define MAX_INDEX_BYTES  ((size_t)100 << 20) // model.safetensors.index.json
-#define MAX_ZSTD_BYTES   ((size_t)1 << 42)   // decompressed .zst image
+#define MAX_ZSTD_BYTES   ((uint64_t)1 << 42) // decompressed .zst image
 #define PATH_CAP         4096
 
 static const struct {
@@ -60,6 +61,7 @@ typedef struct {
     size_t len;
     void *map;     // mmap'd plain file (len bytes), or NULL
     uint8_t *heap; // decompressed .zst image, or NULL
+    void *copies;  // aligned copies of its misaligned tensors, or NULL (pq_free)
     uint64_t disk_bytes;
     json_t *header; // tensor names and metadata borrow from it
 } st_file;
@@ -164,6 +166,47 @@ static int cmp_offset(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
+// The JSON header of n bytes at p, validated as a JSON object (*out owned).
+static pq_status load_header(const char *fn, const uint8_t *p, uint64_t n, json_t **out) {
+    *out = NULL;
+    PQ_FAIL_IF(n > MAX_HEADER_BYTES, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
+               (unsigned long long)n, MAX_HEADER_BYTES);
+    json_error_t err;
+    json_t *h = json_loadb((const char *)p, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    PQ_FAIL_IF(!h && json_error_code(&err) == json_error_duplicate_key, PQ_ERR_FORMAT,
+               "%s: header names a tensor twice: %s", fn, err.text);
+    PQ_FAIL_IF(!h, PQ_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", fn, err.text, err.position);
+    if (!json_is_object(h)) {
+        json_decref(h);
+        return PQ_FAIL(PQ_ERR_FORMAT, "%s: header is not a JSON object", fn);
+    }
+    *out = h;
+    return PQ_OK;
+}
+
+// Moves every tensor of files[file] whose data is not aligned to its
+// dtype's size into one aligned block owned by the file.
+static pq_status align_tensors(pq_st *st, int file, int first) {
+    size_t total = 0;
+    for (int i = first; i < st->count; i++) {
+        const pq_tensor *t = &st->t[i];
+        if (t->nbytes && (uintptr_t)t->data % pq_dtype_size(t->dtype)) total += (t->nbytes + 63) & ~(size_t)63;
+    }
+    if (!total) return PQ_OK;
+    st_file *f = &st->files[file];
+    uint8_t *p = f->copies = pq_alloc(total);
+    PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "%s: out of memory for aligned copies of %zu bytes of misaligned tensors", f->path,
+               total);
+    for (int i = first; i < st->count; i++) {
+        pq_tensor *t = &st->t[i];
+        if (!t->nbytes || (uintptr_t)t->data % pq_dtype_size(t->dtype) == 0) continue;
+        memcpy(p, t->data, t->nbytes);
+        t->data = p;
+        p += (t->nbytes + 63) & ~(size_t)63;
+    }
+    return PQ_OK;
+}
+
 // Parses files[file]'s image and appends its tensors, sorted by offset.
 static pq_status add_image(pq_st *st, int file) {
     st_file *f = &st->files[file];
@@ -174,15 +217,7 @@ static pq_status add_image(pq_st *st, int file) {
     PQ_FAIL_IF(n > f->len - 8, PQ_ERR_FORMAT,
                "%s: header length %llu runs past the end of the file (%zu bytes)", fn, (unsigned long long)n,
                f->len);
-    PQ_FAIL_IF(n > MAX_HEADER_BYTES, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
-               (unsigned long long)n, MAX_HEADER_BYTES);
-    json_error_t err;
-    f->header = json_loadb((const char *)f->base + 8, (size_t)n, JSON_REJECT_DUPLICATES, &err);
-    PQ_FAIL_IF(!f->header && json_error_code(&err) == json_error_duplicate_key, PQ_ERR_FORMAT,
-               "%s: header names a tensor twice: %s", fn, err.text);
-    PQ_FAIL_IF(!f->header, PQ_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", fn, err.text,
-               err.position);
-    PQ_FAIL_IF(!json_is_object(f->header), PQ_ERR_FORMAT, "%s: header is not a JSON object", fn);
+    PQ_TRY(load_header(fn, f->base + 8, n, &f->header));
     size_t nt = json_object_size(f->header);
     PQ_FAIL_IF(nt > (size_t)(INT_MAX - st->count), PQ_ERR_FORMAT, "%s: too many tensors", fn);
     pq_tensor *nt_arr = realloc(st->t, (st->count + nt + 1) * sizeof *st->t);
@@ -203,6 +238,7 @@ static pq_status add_image(pq_st *st, int file) {
         uint64_t begin = 0;
         PQ_TRY(parse_entry(fn, key, v, data_len, t, &begin));
         t->data = data + begin;
+        t->offset = 8 + n + begin;
         t->file = file;
         st->count++;
     }
@@ -218,7 +254,7 @@ static pq_status add_image(pq_st *st, int file) {
             (const uint8_t *)prev->data - data, (const uint8_t *)prev->data - data + (ptrdiff_t)prev->nbytes);
         prev = t;
     }
-    return PQ_OK;
+    return align_tensors(st, file, first);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -258,18 +294,102 @@ done:
     return st;
 }
 
+// Grows *buf to hold want bytes: doubling from 64 KiB, never past limit,
+// so memory follows the bytes a stream really produces, not a claim.
+static pq_status reserve(const char *fn, uint8_t **buf, size_t *cap, size_t want, size_t limit) {
+    if (want <= *cap) return PQ_OK;
+    size_t ncap = *cap ? *cap : (size_t)1 << 16;
+    while (ncap < want) ncap = ncap > SIZE_MAX / 2 ? want : 2 * ncap;
+    if (ncap > limit) ncap = limit > want ? limit : want;
+    uint8_t *nb = realloc(*buf, ncap);
+    PQ_FAIL_IF(!nb, PQ_ERR_NOMEM, "%s: out of memory decompressing %zu bytes", fn, ncap);
+    *buf = nb;
+    *cap = ncap;
+    return PQ_OK;
+}
+
+// Decompresses until *len == want, 16 MiB at a time; *len < want when the
+// stream ends first.
+static pq_status fill(pq_zstd_reader *z, const char *fn, uint8_t **buf, size_t *cap, size_t *len, size_t want) {
+    while (*len < want) {
+        size_t chunk = want - *len < ((size_t)1 << 24) ? want - *len : (size_t)1 << 24, got;
+        PQ_TRY(reserve(fn, buf, cap, *len + chunk, want));
+        PQ_TRY(pq_zstd_reader_read(z, *buf + *len, chunk, &got));
+        *len += got;
+        if (got < chunk) break;
+    }
+    return PQ_OK;
+}
+
+// Where the data region of header h ends: the largest data_offsets end, every
+// entry validated as add_image validates it.
+static pq_status header_data_end(const char *fn, json_t *h, uint64_t *end) {
+    *end = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(h, key, v) {
+        if (strcmp(key, "__metadata__") == 0) continue;
+        pq_tensor t;
+        uint64_t begin;
+        PQ_TRY(parse_entry(fn, key, v, SIZE_MAX, &t, &begin));
+        if (begin + t.nbytes > *end) *end = begin + t.nbytes;
+    }
+    return PQ_OK;
+}
+
+// A .zst file's safetensors image into f->heap: the 8-byte length, the
+// header (validated), then exactly the bytes its tensors account for; a
+// stream that holds more is refused without decompressing the rest.
+static pq_status read_zst(st_file *f) {
+    const char *fn = f->path;
+    pq_zstd_reader *z = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len = 0, got;
+    json_t *h = NULL;
+    pq_status s;
+    PQ_TRY(pq_zstd_reader_open(fn, &z));
+    uint64_t declared = pq_zstd_reader_declared(z), n = 0, end;
+    PQ_CHECK_GOTO(declared != UINT64_MAX && declared > MAX_ZSTD_BYTES, s, PQ_ERR_FORMAT,
+                  "%s: zstd frame declares %llu bytes, more than the %llu allowed", fn, (unsigned long long)declared,
+                  (unsigned long long)MAX_ZSTD_BYTES);
+    PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, 8));
+    PQ_CHECK_GOTO(len < 8, s, PQ_ERR_FORMAT, "%s: decompresses to %zu bytes, too short for the 8-byte header length",
+                  fn, len);
+    for (int i = 7; i >= 0; i--) n = n << 8 | buf[i];
+    PQ_CHECK_GOTO(n > MAX_HEADER_BYTES, s, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
+                  (unsigned long long)n, MAX_HEADER_BYTES);
+    PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, 8 + (size_t)n));
+    PQ_CHECK_GOTO(len < 8 + n, s, PQ_ERR_FORMAT, "%s: header length %llu runs past the end of the decompressed data "
+                  "(%zu bytes)", fn, (unsigned long long)n, len);
+    PQ_TRY_GOTO(s, load_header(fn, buf + 8, n, &h));
+    PQ_TRY_GOTO(s, header_data_end(fn, h, &end));
+    PQ_CHECK_GOTO(end > MAX_ZSTD_BYTES, s, PQ_ERR_FORMAT, "%s: the header's tensors need %llu bytes, more than the "
+                  "%llu allowed", fn, (unsigned long long)end, (unsigned long long)MAX_ZSTD_BYTES);
+    size_t total = 8 + (size_t)n + (size_t)end;
+    PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, total));
+    PQ_CHECK_GOTO(len < total, s, PQ_ERR_FORMAT, "%s: decompresses to %zu bytes, but its header's tensors need %zu", fn,
+                  len, total);
+    uint8_t probe;
+    PQ_TRY_GOTO(s, pq_zstd_reader_read(z, &probe, 1, &got));
+    PQ_CHECK_GOTO(got, s, PQ_ERR_FORMAT, "%s: decompresses to more than the %zu bytes its header accounts for", fn,
+                  total);
+    f->heap = buf;
+    f->base = buf;
+    f->len = total;
+    f->disk_bytes = pq_zstd_reader_disk_bytes(z);
+    buf = NULL;
+done:
+    json_decref(h);
+    free(buf);
+    pq_zstd_reader_free(z);
+    return s;
+}
+
 // Opens one safetensors file (plain or .zst) as the next file of st.
 static pq_status add_file(pq_st *st, const char *path) {
     st_file *f = new_file(st, path);
     PQ_FAIL_IF(!f, PQ_ERR_NOMEM, "%s: out of memory", path);
-    if (ends_with(path, ".zst")) {
-        size_t len;
-        PQ_TRY(pq_zstd_read_file(path, MAX_ZSTD_BYTES, &f->heap, &len, &f->disk_bytes));
-        f->base = f->heap;
-        f->len = len;
-    } else {
-        PQ_TRY(map_plain(f));
-    }
+    PQ_TRY(ends_with(path, ".zst") ? read_zst(f) : map_plain(f));
     return add_image(st, st->nfiles - 1);
 }
 
@@ -433,6 +553,7 @@ void pq_st_close(pq_st *st) {
         st_file *f = &st->files[i];
         if (f->map) munmap(f->map, f->len);
         free(f->heap);
+        pq_free(f->copies);
         json_decref(f->header);
         free(f->path);
     }
