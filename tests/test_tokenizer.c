@@ -6,8 +6,12 @@
 //       Face tokenizers library on the cases tests/tokenizer_oracle.py wrote
 //       (run by tests/cli/test_tokenizer_oracle.sh)
 #include <jansson.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "formats/tokenizer/pretok.h"
+#include "formats/tokenizer/tok_added.h"
 #include "formats/tokenizer/tokenizer.h"
 #include "tests/test.h"
 
@@ -433,6 +437,168 @@ static void test_bad_input(const pq_tokenizer *fixture) {
     free(text);
 }
 
+// ---- issue 10 item 8: expansion and added tokens at scale -------------------------
+
+static void test_normalizer_bound(void) {
+    // 40 x Replace "a" -> "aa": 2^40 bytes for the text "a"
+    size_t cap = 8192, n = 0;
+    char *json = malloc(cap);
+    n += (size_t)snprintf(json + n, cap - n, "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[");
+    for (int i = 0; i < 40; i++)
+        n += (size_t)snprintf(json + n, cap - n, "%s{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},\"content\":\"aa\"}",
+                              i ? "," : "");
+    n += (size_t)snprintf(json + n, cap - n, "]},\"added_tokens\":[%%s]," MODEL_FIELD("\"type\":\"BPE\"," VOCAB
+                          ",\"merges\":[\"a b\"]") "}");
+    char *doc = malloc(cap + 256);
+    snprintf(doc, cap + 256, json, "");
+    pq_tokenizer *tok = NULL;
+    pq_status st = load_str(doc, &tok);
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    pq_status enc = st == PQ_OK ? pq_tok_encode(tok, "ba", 2, 0, &ids, &nid) : st;
+    PQ_CHECK(st == PQ_OK && enc == PQ_ERR_FORMAT && !ids && strstr(pq_last_error(), "Replace 'a' -> 'aa'") &&
+                 strstr(pq_last_error(), "more than 16x"),
+             "40 chained Replace a -> aa: encoding 'ba' refused before the text doubles past 16x (%s)", pq_last_error());
+    PQ_CHECK(st == PQ_OK && pq_tok_encode(tok, "bbb", 3, 0, &ids, &nid) == PQ_OK && nid == 3,
+             "... text without an 'a' still encodes");
+    free(ids);
+    pq_tok_free(tok);
+    // a normalized added token holding an 'a' is normalized at load
+    snprintf(doc, cap + 256, json, "{\"id\":3,\"content\":\"xa\",\"special\":false,\"normalized\":true}");
+    tok = NULL;
+    st = load_str(doc, &tok);
+    PQ_CHECK(st == PQ_ERR_FORMAT && !tok && strstr(pq_last_error(), "bad.json") && strstr(pq_last_error(), "expand"),
+             "... and refuses to load with a normalized added token 'xa' (%s)", pq_last_error());
+    free(doc);
+    free(json);
+}
+
+// Leftmost-longest matching, the library's rule, by brute force: at the
+// first position where some pattern starts, the longest (first added on a
+// tie); then again after it.
+static size_t brute_split(char pats[][6], int npat, const char *s, size_t n, size_t *starts, int *which) {
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        int best = -1;
+        size_t blen = 0;
+        for (int p = 0; p < npat; p++) {
+            size_t l = strlen(pats[p]);
+            if (l > blen && l <= n - i && memcmp(s + i, pats[p], l) == 0) best = p, blen = l;
+        }
+        if (best < 0) {
+            i++;
+            continue;
+        }
+        starts[k] = i, which[k++] = best;
+        i += blen;
+    }
+    return k;
+}
+
+static void many_added_tokens(void);
+
+static void test_added_matching(void) {
+    pq_test_seed();
+    int bad = 0, cases = 0, matches = 0;
+    for (int round = 0; round < 400; round++) {
+        char pats[24][6];
+        pq_added_token toks[24];
+        int npat = 1 + (int)(pq_test_u64() % 24);
+        pq_added_matcher *m = NULL;
+        pq_added_matcher_new(&m);
+        for (int p = 0; p < npat; p++) {
+            size_t l = 1 + pq_test_u64() % 5;
+            for (size_t j = 0; j < l; j++) pats[p][j] = "abc"[pq_test_u64() % 3];
+            pats[p][l] = 0;
+            toks[p] = (pq_added_token){.content = pats[p], .len = l, .id = p};
+            pq_added_matcher_add(m, pats[p], l, &toks[p]);
+        }
+        pq_added_matcher_finish(m);
+        for (int t = 0; t < 10; t++, cases++) {
+            char text[200];
+            size_t n = pq_test_u64() % sizeof text;
+            for (size_t j = 0; j < n; j++) text[j] = "abcd"[pq_test_u64() % 4];
+            size_t starts[200];
+            int which[200];
+            size_t k = brute_split(pats, npat, text, n, starts, which), got = 0;
+            pq_added_segs segs = {0};
+            int ok = pq_added_split(m, text, n, &segs) == PQ_OK;
+            for (size_t i = 0; ok && i < segs.n; i++) {
+                if (segs.p[i].id < 0) continue;
+                // the first added of identical patterns stands for them all
+                int w = which[got];
+                for (int p = 0; p < w; p++)
+                    if (!strcmp(pats[p], pats[w])) w = p;
+                ok = got < k && segs.p[i].start == starts[got] && segs.p[i].id == w;
+                got++;
+            }
+            matches += (int)k;
+            if (!(ok && got == k) && bad++ < 3) printf("    round %d: %zu of %zu matches agree\n", round, got, k);
+            pq_added_segs_free(&segs);
+        }
+        pq_added_matcher_free(m);
+    }
+    PQ_CHECK(bad == 0 && matches > 1000, "added-token split == brute-force leftmost-longest on %d random texts (%d "
+             "matches, patterns over {a,b,c} with shared prefixes and suffixes)", cases, matches);
+
+    // 100,000 added tokens sharing a prefix: each load and split step is
+    // constant time (at 1f138d6, 32,000 of them took 10-14 s to load -- 100,000
+    // about 100 s -- and every '<' in the text cost a comparison with each of
+    // them). Run in a child limited to 30 s of CPU time: linear code needs ~1.
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {30, 30};
+        setrlimit(RLIMIT_CPU, &rl);
+        many_added_tokens();
+        fflush(stdout);
+        _exit(pq_test_failures ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status) || !WIFEXITED(status)) {
+        PQ_CHECK(0, "100000 added tokens: the load and split did not finish in 30 s of CPU time (signal %d)",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    } else if (WEXITSTATUS(status) != 0) {
+        pq_test_failures++; // the child printed its FAIL line
+    }
+}
+
+static void many_added_tokens(void) {
+    enum { N = 100000 };
+    size_t cap = (size_t)N * 80 + 4096, n = 0;
+    char *json = malloc(cap);
+    n += (size_t)snprintf(json + n, cap - n, "{\"added_tokens\":[");
+    for (int i = 0; i < N; i++)
+        n += (size_t)snprintf(json + n, cap - n, "%s{\"id\":%d,\"content\":\"<tok_%06d>\",\"special\":true}", i ? "," : "",
+                              3 + i, i);
+    snprintf(json + n, cap - n, "]," MODEL_FIELD("\"type\":\"BPE\",\"vocab\":{\"<\":0,\"t\":1,\"o\":2,\"k\":3,\"_\":4,"
+             "\"0\":5,\"1\":6,\"2\":7,\"3\":8,\"4\":9,\"5\":10,\"6\":11,\"7\":12,\"8\":13,\"9\":14,\">\":15,\" \":16},"
+             "\"merges\":[]") "}");
+    pq_tokenizer *tok = NULL;
+    pq_status st = load_str(json, &tok);
+    PQ_CHECK(st == PQ_OK && pq_tok_vocab_size(tok) == 17 + N && strcmp(pq_tok_piece(tok, 17 + 4242), "<tok_004242>") == 0,
+             "%d added tokens load with their ids (%s)", N, st ? pq_last_error() : "ok");
+    // text: every 7th token whole, each followed by a near miss that is not one
+    size_t tcap = (size_t)N / 7 * 40 + 16, tn = 0;
+    char *text = malloc(tcap);
+    int whole = 0;
+    for (int i = 0; i < N; i += 7, whole++)
+        tn += (size_t)snprintf(text + tn, tcap - tn, "<tok_%06d> <tok_%05d ", i, i % 100000 / 10);
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    st = tok ? pq_tok_encode(tok, text, tn, 0, &ids, &nid) : st;
+    int found = 0, in_order = 1;
+    for (size_t i = 0; st == PQ_OK && i < nid; i++)
+        if (ids[i] >= 17) in_order &= ids[i] == 17 + 7 * found++;
+    PQ_CHECK(st == PQ_OK && found == whole && in_order, "a %zu-byte text with %d of them among near misses: %d found, "
+             "in order (%s)", tn, whole, found, st ? pq_last_error() : "ok");
+    free(ids);
+    free(text);
+    pq_tok_free(tok);
+    free(json);
+}
+
 // ---- the oracle mode -------------------------------------------------------------
 
 static int run_oracle(const char *manifest) {
@@ -503,5 +669,7 @@ int main(int argc, char **argv) {
     test_unicode_normalizers();
     test_config_override();
     test_splits();
+    test_normalizer_bound();
+    test_added_matching();
     return pq_test_done();
 }

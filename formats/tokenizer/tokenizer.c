@@ -24,6 +24,8 @@ struct pq_tokenizer {
     pq_tokdec *dec;
     pq_added_token *added;
     size_t n_added;
+    int32_t *by_content;            // open-addressing index of added by content (-1: empty)
+    size_t by_content_cap;          // a power of two, >= 2 x n_added
     pq_added_matcher *raw, *normed; // added tokens matched before / after normalization
     int32_t *added_of_id;           // id -> index in added, or -1
     int32_t vocab_size;
@@ -40,6 +42,7 @@ void pq_tok_free(pq_tokenizer *tok) {
     pq_tokdec_free(tok->dec);
     for (size_t i = 0; i < tok->n_added; i++) free(tok->added[i].content);
     free(tok->added);
+    free(tok->by_content);
     pq_added_matcher_free(tok->raw);
     pq_added_matcher_free(tok->normed);
     free(tok->added_of_id);
@@ -113,10 +116,45 @@ done:
 
 // ---- added tokens ------------------------------------------------------------
 
+static uint64_t content_hash(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 32);
+}
+
+// The slot of content s[0..n) in the index: where it is, or the empty slot
+// where it would go.
+static size_t content_slot(const pq_tokenizer *tok, const char *s, size_t n) {
+    size_t mask = tok->by_content_cap - 1;
+    for (size_t i = content_hash(s, n) & mask;; i = (i + 1) & mask) {
+        int32_t a = tok->by_content[i];
+        if (a < 0 || (tok->added[a].len == n && memcmp(tok->added[a].content, s, n) == 0)) return i;
+    }
+}
+
+// The added token whose content is s[0..n), or -1.
+static int32_t added_index(const pq_tokenizer *tok, const char *s, size_t n) {
+    return tok->by_content_cap ? tok->by_content[content_slot(tok, s, n)] : -1;
+}
+
+static pq_status index_content(pq_tokenizer *tok, size_t a) {
+    if (2 * (tok->n_added + 1) > tok->by_content_cap) {
+        size_t cap = tok->by_content_cap ? 2 * tok->by_content_cap : 64;
+        int32_t *p = malloc(cap * sizeof *p);
+        PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "out of memory indexing added tokens");
+        for (size_t i = 0; i < cap; i++) p[i] = -1;
+        free(tok->by_content);
+        tok->by_content = p;
+        tok->by_content_cap = cap;
+        for (size_t k = 0; k < a; k++) tok->by_content[content_slot(tok, tok->added[k].content, tok->added[k].len)] = (int32_t)k;
+    }
+    tok->by_content[content_slot(tok, tok->added[a].content, tok->added[a].len)] = (int32_t)a;
+    return PQ_OK;
+}
+
 static int32_t token_to_id(const pq_tokenizer *tok, const char *s, size_t n) {
-    for (size_t i = 0; i < tok->n_added; i++)
-        if (tok->added[i].len == n && memcmp(tok->added[i].content, s, n) == 0) return tok->added[i].id;
-    return pq_bpe_lookup(tok->bpe, s, n);
+    int32_t a = added_index(tok, s, n);
+    return a >= 0 ? tok->added[a].id : pq_bpe_lookup(tok->bpe, s, n);
 }
 
 static int same_token(const pq_added_token *a, const pq_added_token *b) {
@@ -128,12 +166,13 @@ static int same_token(const pq_added_token *a, const pq_added_token *b) {
 // Adds one token as AddedVocabulary::add_tokens does: its id is that of its
 // content in the vocabulary when there is one (the "id" in the file is only
 // a hint the library checks), otherwise the next free id. Takes ownership of
-// t.content (freed when t is not kept).
+// t.content (freed when t is not kept). Constant time per token (the
+// content index), so 100,000 added tokens load in linear time.
 static pq_status add_token(pq_tokenizer *tok, pq_added_token t, int32_t *max_added) {
     pq_status st = PQ_OK;
-    for (size_t i = 0; i < tok->n_added; i++)
-        if (same_token(&tok->added[i], &t)) goto done; // an exact duplicate is ignored
-    int32_t id = token_to_id(tok, t.content, t.len);
+    int32_t a = added_index(tok, t.content, t.len);
+    if (a >= 0 && same_token(&tok->added[a], &t)) goto done; // an exact duplicate is ignored
+    int32_t id = a >= 0 ? tok->added[a].id : pq_bpe_lookup(tok->bpe, t.content, t.len);
     if (id < 0) {
         int32_t nv = (int32_t)pq_bpe_n_pieces(tok->bpe);
         id = *max_added < 0 ? nv : (*max_added >= nv || nv == 0 ? *max_added + 1 : nv);
@@ -142,16 +181,20 @@ static pq_status add_token(pq_tokenizer *tok, pq_added_token t, int32_t *max_add
     }
     if (id > *max_added) *max_added = id;
     t.id = id;
-    for (size_t i = 0; i < tok->n_added; i++)
-        if (tok->added[i].len == t.len && memcmp(tok->added[i].content, t.content, t.len) == 0) {
-            free(tok->added[i].content); // the same content again: the newer flags win
-            tok->added[i] = t;
-            return PQ_OK;
-        }
-    pq_added_token *p = realloc(tok->added, (tok->n_added + 1) * sizeof *p);
-    PQ_CHECK_GOTO(!p, st, PQ_ERR_NOMEM, "out of memory adding added tokens");
-    tok->added = p;
-    tok->added[tok->n_added++] = t;
+    if (a >= 0) { // the same content again: the newer flags win
+        free(tok->added[a].content);
+        tok->added[a] = t;
+        return PQ_OK;
+    }
+    if ((tok->n_added & (tok->n_added - 1)) == 0) { // capacity doubles at powers of two
+        pq_added_token *p = realloc(tok->added, (tok->n_added ? 2 * tok->n_added : 1) * sizeof *p);
+        PQ_CHECK_GOTO(!p, st, PQ_ERR_NOMEM, "out of memory adding added tokens");
+        tok->added = p;
+    }
+    tok->added[tok->n_added] = t;
+    st = index_content(tok, tok->n_added);
+    if (st != PQ_OK) goto done;
+    tok->n_added++;
     return PQ_OK;
 done:
     free(t.content);
@@ -199,8 +242,8 @@ static pq_status index_added(pq_tokenizer *tok) {
             PQ_TRY_GOTO(st, pq_norm_apply(tok->norm, t->content, t->len, &norm));
             if (norm.len) PQ_TRY_GOTO(st, pq_added_matcher_add(tok->normed, norm.p, norm.len, t));
         }
-    pq_added_matcher_finish(tok->raw);
-    pq_added_matcher_finish(tok->normed);
+    PQ_TRY_GOTO(st, pq_added_matcher_finish(tok->raw));
+    PQ_TRY_GOTO(st, pq_added_matcher_finish(tok->normed));
     int32_t vs = pq_bpe_vocab_size(tok->bpe);
     for (size_t i = 0; i < tok->n_added; i++)
         if (tok->added[i].id >= vs) vs = tok->added[i].id + 1;
@@ -395,8 +438,8 @@ static void encoder_free(encoder *e) {
     pq_bpe_scratch_free(&e->bpe);
     pq_pretok_ws_free(&e->pretok);
     pq_tbuf_free(&e->norm);
-    free(e->raw.p);
-    free(e->normed.p);
+    pq_added_segs_free(&e->raw);
+    pq_added_segs_free(&e->normed);
 }
 
 // Text without added tokens: pre-tokenizer, then the model on each word.
