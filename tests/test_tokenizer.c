@@ -609,21 +609,31 @@ static int run_oracle(const char *manifest) {
     }
     char line[8192];
     size_t total = 0;
-    int cases = 0;
+    int cases = 0, lineno = 0;
     double secs = 0;
     while (fgets(line, sizeof line, f)) {
+        lineno++;
         char *field[6];
         int nf = 0;
         for (char *p = strtok(line, "\t\n"); p && nf < 6; p = strtok(NULL, "\t\n")) field[nf++] = p;
-        if (nf != 6) continue;
-        pq_tokenizer *tok = NULL;
-        pq_status st = pq_tok_load_files(field[1], NULL, &tok);
-        if (st != PQ_OK) {
-            PQ_CHECK(0, "oracle %s: load %s: %s", field[0], field[1], pq_last_error());
+        if (nf != 6) { // a line the manifest writer did not mean is a broken manifest, not nothing
+            PQ_CHECK(0, "oracle: %s line %d has %d tab-separated fields, not 6", manifest, lineno, nf);
             continue;
         }
         size_t tlen = 0, ilen = 0, dlen = 0, n = 0;
         char *text = read_file(field[2], &tlen), *want = read_file(field[3], &ilen), *dec = read_file(field[4], &dlen);
+        pq_tokenizer *tok = NULL;
+        pq_status st = PQ_OK;
+        if (!text || !want || !dec || ilen % 4) {
+            // an input that cannot be read compares nothing: a failure, not "0 ids equal"
+            PQ_CHECK(0, "oracle %s: read %s (text), %s (ids), %s (decoded)", field[0], field[2], field[3], field[4]);
+            goto next;
+        }
+        st = pq_tok_load_files(field[1], NULL, &tok);
+        if (st != PQ_OK) {
+            PQ_CHECK(0, "oracle %s: load %s: %s", field[0], field[1], pq_last_error());
+            goto next;
+        }
         int32_t *ids = NULL;
         double t0 = now_s();
         st = pq_tok_encode(tok, text, tlen, atoi(field[5]), &ids, &n);
@@ -643,13 +653,14 @@ static int run_oracle(const char *manifest) {
         cases++;
         free(back);
         free(ids);
+    next:
         free(text);
         free(want);
         free(dec);
         pq_tok_free(tok);
     }
     fclose(f);
-    PQ_CHECK(cases > 0, "oracle: %d cases, %zu ids compared (pq encode time %.2f s)", cases, total, secs);
+    PQ_CHECK(cases > 0 && total > 0, "oracle: %d cases, %zu ids compared (pq encode time %.2f s)", cases, total, secs);
     return pq_test_done();
 }
 

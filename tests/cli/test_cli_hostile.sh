@@ -26,4 +26,35 @@ expect_fail 1 "quantization_config.ignore[1]: regex \"a++" "item 6: ignore regex
     limited $PQ inspect "$TMP/m"
 grep -qF "possessive quantifier is not supported" "$TMP/err" || fail "item 6: the reason is not named: $(cat "$TMP/err")"
 
+# item 17: checks that could not fail. An oracle manifest naming a file that
+# cannot be read printed "ok - ...: 0 ids equal" and exited 0.
+printf 'case1\t%s\t%s\t%s\t%s\t0\n' "$FIXTURE/tokenizer.json" "$TMP/absent.txt" "$TMP/absent.ids" "$TMP/absent.dec" \
+    >"$TMP/manifest.tsv"
+build/tests/test_tokenizer --oracle "$TMP/manifest.tsv" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q '^FAIL - oracle case1: read' "$TMP/out" && ! grep -q '^ok - ' "$TMP/out"; then
+    ok "item 17: an oracle case whose files cannot be read fails (exit $rc)"
+else
+    fail "item 17: unreadable oracle inputs: exit $rc, $(cat "$TMP/out")"
+fi
+printf 'a line without tabs\n' >"$TMP/manifest.tsv"
+build/tests/test_tokenizer --oracle "$TMP/manifest.tsv" >"$TMP/out" 2>&1 && fail "item 17: a malformed manifest passed" ||
+    ok "item 17: a malformed manifest fails"
+# a corpus input that cannot be read fails the replay (it was skipped)
+mkdir -p "$TMP/corpus"
+cp tests/fuzz/corpus/fuzz_config/llama3.json "$TMP/corpus/"
+ln -s "$TMP/nowhere" "$TMP/corpus/dangling"
+build/fuzz/replay_fuzz_config "$TMP/corpus" >"$TMP/out" 2>&1 && fail "item 17: replay skipped an unreadable input: $(cat "$TMP/out")" ||
+    ok "item 17: a corpus input that cannot be read fails the replay: $(cat "$TMP/out")"
+# a test binary that reports no check is a failure of tests/run.sh
+mkdir -p "$TMP/fake/tests" "$TMP/nocli"
+printf '#!/bin/sh\nexit 0\n' >"$TMP/fake/tests/test_silent"
+chmod +x "$TMP/fake/tests/test_silent"
+BUILD=$TMP/fake CLI=$TMP/nocli sh tests/run.sh >"$TMP/out" 2>&1
+if [ $? -ne 0 ] && grep -q 'test_silent reported no checks' "$TMP/out" && grep -q '^0 passed, 1 failed' "$TMP/out"; then
+    ok "item 17: tests/run.sh counts a test that checks nothing as a failure"
+else
+    fail "item 17: tests/run.sh and a silent test: $(cat "$TMP/out")"
+fi
+
 finish
