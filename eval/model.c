@@ -141,7 +141,7 @@ pq_status pq_model_open(const char *dir, pq_model **out) {
     char path[1100];
     pq_status s;
     PQ_TRY_GOTO(s, pq_path_join(path, sizeof path, dir, "config.json"));
-    PQ_CHECK_GOTO(!pq_file_exists(path), s, PQ_ERR_IO, "%s: no config.json", dir);
+    PQ_CHECK_GOTO(!pq_path_exists(path), s, PQ_ERR_IO, "%s: no config.json", dir);
     PQ_TRY_GOTO(s, pq_config_load(path, &m->cfg));
     PQ_TRY_GOTO(s, load_quant_info(path, &m->quant));
     PQ_TRY_GOTO(s, pq_st_open(dir, &m->st));

@@ -275,12 +275,11 @@ static st_file *new_file(pq_st *st, const char *path) {
 }
 
 static pq_status map_plain(st_file *f) {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    int fd;
+    PQ_TRY(pq_open_regular(f->path, &fd));
     struct stat sb;
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", f->path, strerror(errno));
-    PQ_CHECK_GOTO(!S_ISREG(sb.st_mode), st, PQ_ERR_IO, "%s: not a regular file", f->path);
     f->disk_bytes = (uint64_t)sb.st_size;
     f->len = (size_t)sb.st_size;
     if (f->len > 0) { // an empty file is reported as too short by add_image
@@ -464,7 +463,7 @@ static pq_status open_index(pq_st *st, const char *path) {
     for (int i = 0; i < nshards; i++) {
         PQ_TRY_GOTO(s, pq_path_join(full, sizeof full, dir, shards[i]));
         int n = snprintf(zst, sizeof zst, "%s.zst", full);
-        int use_zst = !pq_file_exists(full) && n > 0 && (size_t)n < sizeof zst && pq_file_exists(zst);
+        int use_zst = !pq_path_exists(full) && n > 0 && (size_t)n < sizeof zst && pq_path_exists(zst);
         s = add_file(st, use_zst ? zst : full);
         if (s != PQ_OK) {
             s = pq_fail_context(s, "%s", path);
@@ -501,7 +500,7 @@ pq_status pq_st_open(const char *path, pq_st **out) {
         int found = 0;
         for (int i = 0; i < 3 && !found; i++) {
             PQ_TRY(pq_path_join(chosen, sizeof chosen, path, in_dir[i]));
-            found = pq_file_exists(chosen);
+            found = pq_path_exists(chosen); // a FIFO or a dangling link is refused by name, not passed over
         }
         PQ_FAIL_IF(!found, PQ_ERR_IO, "%s: directory has no model.safetensors, .safetensors.zst or .index.json",
                    path);

@@ -59,11 +59,7 @@ pq_status pq_zstd_reader_open(const char *path, pq_zstd_reader **out) {
     r->dctx = ZSTD_createDCtx();
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(!r->path || !r->in || !r->dctx, st, PQ_ERR_NOMEM, "%s: out of memory for zstd buffers", path);
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    PQ_CHECK_GOTO(r->fd < 0, st, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    PQ_CHECK_GOTO(fstat(r->fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    PQ_CHECK_GOTO(!S_ISREG(sb.st_mode), st, PQ_ERR_IO, "%s: not a regular file", path);
+    PQ_TRY_GOTO(st, pq_open_regular(path, &r->fd));
     PQ_TRY_GOTO(st, refill(r));
     unsigned long long d = ZSTD_getFrameContentSize(r->in, r->ib.size);
     r->declared = d == ZSTD_CONTENTSIZE_UNKNOWN || d == ZSTD_CONTENTSIZE_ERROR ? UINT64_MAX : d;
@@ -105,8 +101,8 @@ pq_status pq_zstd_compress_file(const char *src, const char *dst, int level) {
     size_t in_cap = ZSTD_CStreamInSize(), out_cap = ZSTD_CStreamOutSize();
     uint8_t *in = NULL, *outb = NULL;
     ZSTD_CCtx *cctx = NULL;
-    int out = -1, fd = open(src, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    int out = -1, fd;
+    PQ_TRY(pq_open_regular(src, &fd));
     struct stat sb;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", src, strerror(errno));
     in = malloc(in_cap);

@@ -402,7 +402,7 @@ static pq_status write_side_files(run *r) {
     PQ_TRY(s);
     for (size_t i = 0; i < sizeof SIDE_FILES / sizeof SIDE_FILES[0]; i++) {
         PQ_TRY(pq_path_join(src, sizeof src, r->p->model, SIDE_FILES[i]));
-        if (!pq_file_exists(src)) continue;
+        if (!pq_path_exists(src)) continue; // present but not a regular file: the copy refuses it by name
         PQ_TRY(pq_outdir_path(&r->dir, SIDE_FILES[i], dst, sizeof dst));
         PQ_TRY(pq_file_copy_atomic(src, dst));
     }

@@ -68,7 +68,7 @@ int main_inspect(int argc, char **argv) {
         char cfg_path[4096];
         pq_config cfg;
         if (pq_path_join(cfg_path, sizeof cfg_path, path, "config.json") != PQ_OK) return cli_fail("inspect", PQ_ERR_ARG);
-        if (pq_file_exists(cfg_path)) {
+        if (pq_path_exists(cfg_path)) {
             pq_status s = pq_config_load(cfg_path, &cfg);
             if (s != PQ_OK) return cli_fail("inspect", s);
             printf("architecture: %s\n", cfg.arch_name);

@@ -406,7 +406,7 @@ pq_status pq_tok_load(const char *model_dir, pq_tokenizer **out) {
     char tj[4096], tc[4096];
     PQ_TRY(pq_path_join(tj, sizeof tj, model_dir, "tokenizer.json"));
     PQ_TRY(pq_path_join(tc, sizeof tc, model_dir, "tokenizer_config.json"));
-    return pq_tok_load_files(tj, pq_file_exists(tc) ? tc : NULL, out);
+    return pq_tok_load_files(tj, pq_path_exists(tc) ? tc : NULL, out); // present but unreadable: an error
 }
 
 // ---- queries ------------------------------------------------------------------------

@@ -8,6 +8,20 @@
 TEXT=$SHARED/data/tinystories_val_prefix.txt
 limited() { (ulimit -v 4194304 && exec "$@"); }
 
+# fails_after_progress CODE NEEDLE DESCRIPTION -- command...: as expect_fail,
+# for commands that print progress lines before their one error line
+fails_after_progress() {
+    code=$1; needle=$2; desc=$3; shift 4
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    last=$(tail -n 1 "$TMP/err")
+    if [ "$rc" -eq "$code" ] && printf '%s' "$last" | grep -qF -- "$needle" && ! grep -q 'rror' "$TMP/out"; then
+        ok "$desc: exit $rc, $last"
+    else
+        fail "$desc: exit $rc (want $code), last line: $last"
+    fi
+}
+
 # a model directory holding copies of the fixture's files
 fresh() {
     rm -rf "$TMP/m"
@@ -25,6 +39,40 @@ jq --arg p "re:a$plus" '. + {quantization_config: {quant_method: "compressed-ten
 expect_fail 1 "quantization_config.ignore[1]: regex \"a++" "item 6: ignore regex a+++... (pq inspect)" -- \
     limited $PQ inspect "$TMP/m"
 grep -qF "possessive quantifier is not supported" "$TMP/err" || fail "item 6: the reason is not named: $(cat "$TMP/err")"
+
+# item 13: a tokenizer.json that is a FIFO or a link to /dev/zero was
+# skipped (quantize: exit 0, OUT without a tokenizer) or read forever.
+# Every file pq reads must be a regular file; anything else is refused by
+# name without being opened for reading (a FIFO would block).
+for kind in fifo zero; do
+    fresh
+    rm "$TMP/m/tokenizer.json"
+    if [ $kind = fifo ]; then mkfifo "$TMP/m/tokenizer.json"; else ln -s /dev/zero "$TMP/m/tokenizer.json"; fi
+    is="is a FIFO"; [ $kind = zero ] && is="is a character device"
+    fails_after_progress 1 "tokenizer.json: $is, not a regular file" "item 13: tokenizer.json $kind, pq quantize" -- \
+        limited timeout 120 $PQ quantize "$TMP/m" -o "$TMP/out_$kind" --scheme w4a16
+    [ ! -e "$TMP/out_$kind" ] || fail "item 13: tokenizer.json $kind: an output was left at $TMP/out_$kind"
+    expect_fail 1 "tokenizer.json: $is, not a regular file" "item 13: tokenizer.json $kind, pq ppl" -- \
+        limited timeout 120 $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+done
+fresh
+rm "$TMP/m/tokenizer_config.json"
+mkfifo "$TMP/m/tokenizer_config.json"
+expect_fail 1 "tokenizer_config.json: is a FIFO" "item 13: tokenizer_config.json a FIFO (it was ignored)" -- \
+    limited timeout 120 $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+fresh
+rm "$TMP/m/config.json"
+mkfifo "$TMP/m/config.json"
+expect_fail 1 "config.json: is a FIFO" "item 13: config.json a FIFO, pq inspect" -- limited timeout 120 $PQ inspect "$TMP/m"
+fresh
+mkfifo "$TMP/text.fifo"
+expect_fail 1 "text.fifo: is a FIFO" "item 13: --text a FIFO" -- \
+    limited timeout 120 $PQ ppl "$TMP/m" --text "$TMP/text.fifo" --device cpu
+fresh
+rm "$TMP/m/model.safetensors"
+ln -s "$TMP/nowhere" "$TMP/m/model.safetensors"
+expect_fail 1 "model.safetensors: cannot open" "item 13: model.safetensors a dangling link (not passed over)" -- \
+    limited timeout 120 $PQ inspect "$TMP/m"
 
 # item 17: checks that could not fail. An oracle manifest naming a file that
 # cannot be read printed "ok - ...: 0 ids equal" and exited 0.
