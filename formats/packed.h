@@ -99,10 +99,14 @@ pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme
                             pq_dtype scale_dtype);
 pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q);
 
-// Arrays a pq_linear read from a file needs beyond the mapped tensors.
+// Arrays a pq_linear read from a file needs beyond the mapped tensors, and
+// the tensors it was read from (so a caller can tell which are left over).
 #define PQ_PACKED_MAX_OWNED 3
+#define PQ_PACKED_MAX_USED 6
 typedef struct {
     void *p[PQ_PACKED_MAX_OWNED]; // free each with pq_free
+    const pq_tensor *used[PQ_PACKED_MAX_USED];
+    int n_used;
 } pq_packed_owned;
 
 // Builds the pq_linear of module M ([rows x cols], as config.json implies)
@@ -111,8 +115,11 @@ typedef struct {
 // Names, dtypes and shapes are checked against info and [rows, cols]; a
 // missing or different tensor, a non-finite scale, a g_idx out of
 // range, a static activation scale that is not finite and > 0 are
-// PQ_ERR_FORMAT naming the file and tensor. A static activation scheme sets
-// out->act.static_scale from M.input_scale. On error nothing is left in *own.
+// PQ_ERR_FORMAT naming the file and tensor, as are tensors that contradict
+// quantization_config: zero points in a symmetric checkpoint, a g_idx
+// without actorder "group", actorder "group" (over more than one group)
+// without one. A static activation scheme sets out->act.static_scale from
+// M.input_scale. On error nothing is left in *own.
 pq_status pq_packed_load(const pq_st *st, const pq_packed_info *info, const char *module, int rows, int cols,
                          pq_linear *out, pq_packed_owned *own);
 

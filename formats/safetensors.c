@@ -76,13 +76,16 @@ struct pq_st {
     json_t *meta;              // the first file's __metadata__, or NULL
 };
 
-// "[2,3,4]" into buf
-static const char *shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+const char *pq_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape, const char *sep) {
     size_t n = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? "," : "", (long long)shape[i]);
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? sep : "", (long long)shape[i]);
     if (n < cap) snprintf(buf + n, cap - n, "]");
     return buf;
+}
+
+static const char *shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    return pq_shape_str(buf, cap, ndim, shape, ",");
 }
 
 static pq_status parse_shape(const char *file, const char *name, json_t *js, pq_tensor *t, uint64_t *numel) {
@@ -495,6 +498,7 @@ pq_status pq_st_open(const char *path, pq_st **out) {
     static const char *const in_dir[] = {"model.safetensors", "model.safetensors.zst",
                                          "model.safetensors.index.json"};
     char chosen[PATH_CAP];
+    PQ_FAIL_IF(strlen(path) >= sizeof chosen, PQ_ERR_IO, "%s: path longer than %d bytes", path, PATH_CAP - 1);
     snprintf(chosen, sizeof chosen, "%s", path);
     if (pq_dir_exists(path)) {
         int found = 0;
@@ -566,6 +570,10 @@ void pq_st_close(pq_st *st) {
 int pq_st_count(const pq_st *st) { return st ? st->count : 0; }
 
 const pq_tensor *pq_st_at(const pq_st *st, int i) { return st && i >= 0 && i < st->count ? &st->t[i] : NULL; }
+
+int pq_st_index(const pq_st *st, const pq_tensor *t) {
+    return st && t >= st->t && t < st->t + st->count ? (int)(t - st->t) : -1;
+}
 
 static int cmp_key_name(const void *key, const void *elem) {
     return strcmp(key, (*(const pq_tensor *const *)elem)->name);

@@ -75,6 +75,10 @@ int pq_st_count(const pq_st *st);
 // i in [0, count), else NULL; ordered by file, then by data offset
 const pq_tensor *pq_st_at(const pq_st *st, int i);
 const pq_tensor *pq_st_find(const pq_st *st, const char *name); // NULL if absent
+// The i with pq_st_at(st, i) == t, or -1 if t is not one of st's tensors.
+int pq_st_index(const pq_st *st, const pq_tensor *t);
+// A shape as "[2<sep>3<sep>4]" ("[]" for a scalar) into buf; returns buf.
+const char *pq_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape, const char *sep);
 // A string from the first file's __metadata__, or NULL. Borrowed.
 const char *pq_st_metadata(const pq_st *st, const char *key);
 

@@ -281,6 +281,42 @@ static int shift_data(const char *src, const char *dst, int pad) {
     return ok;
 }
 
+// dst = src plus an identity weight_g_idx (group = column / 32) for every
+// packed linear; with bump >= 0, element 100 of layer 0's down_proj is bump.
+static int with_g_idx(const char *src, const char *dst, int bump) {
+    char path[1100], cmd[3400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dst, src, dst);
+    if (system(cmd) != 0) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    pq_st *st;
+    if (pq_st_open(path, &st) != PQ_OK) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dst);
+    pq_st_writer *w;
+    pq_status s = pq_st_writer_create(path, &w);
+    int32_t g[172];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && s == PQ_OK) s = pq_st_writer_begin(w);
+        for (int i = 0; s == PQ_OK && i < pq_st_count(st); i++) {
+            const pq_tensor *t = pq_st_at(st, i);
+            const char *suffix = strstr(t->name, ".weight_packed");
+            char name[600];
+            if (pass == 0) s = pq_st_writer_declare(w, t->name, t->dtype, t->ndim, t->shape);
+            else s = pq_st_writer_put(w, t->name, t->data, t->nbytes);
+            if (!suffix || s != PQ_OK) continue;
+            snprintf(name, sizeof name, "%.*s.weight_g_idx", (int)(suffix - t->name), t->name);
+            int64_t cols = strstr(t->name, "down_proj") ? 172 : 64;
+            for (int c = 0; c < cols; c++) g[c] = c / 32;
+            if (bump >= 0 && strcmp(name, "model.layers.0.mlp.down_proj.weight_g_idx") == 0) g[100] = bump;
+            if (pass == 0) s = pq_st_writer_declare(w, name, PQ_DT_I32, 1, &cols);
+            else s = pq_st_writer_put(w, name, g, (size_t)cols * 4);
+        }
+    }
+    if (s == PQ_OK) s = pq_st_writer_commit(w, 0);
+    pq_st_writer_free(w);
+    pq_st_close(st);
+    return s == PQ_OK;
+}
+
 static void expect_open_fails(const char *dir, const char *needle, const char *what) {
     pq_model *m;
     pq_status s = pq_model_open(dir, &m);
@@ -305,13 +341,14 @@ static void test_reader(void) {
     expect_open_fails(bad, "quant_method \"gptq\"", "another quant_method");
     copy_edit_config(good, bad, "\"pack-quantized\"", "\"marlin-24\"");
     expect_open_fails(bad, "format \"marlin-24\"", "an unknown format");
+    // issue 10 item 14: zero points in a checkpoint whose config says
+    // symmetric were ignored (one of the two is wrong: PPL 2608)
     copy_edit_config(good, bad, "\"symmetric\": false", "\"symmetric\": true");
+    expect_open_fails(bad, "weight_zero_point' is present, but quantization_config says symmetric: true",
+                      "item 14: zero points with symmetric: true");
     pq_model *m = NULL;
-    pq_status st = pq_model_open(bad, &m); // a stray zero point is ignored, as compressed-tensors does
-    PQ_CHECK(st == PQ_OK && m->layers[0].lin[0].q.zeros == NULL, "symmetric config: stray zero points unused");
-    pq_model_free(m);
     copy_edit_config(good, bad, "\"lm_head\"", "\"re:.*mlp.*\"");
-    st = pq_model_open(bad, &m);
+    pq_status st = pq_model_open(bad, &m);
     PQ_CHECK(st != PQ_OK && strstr(pq_last_error(), "mlp.gate_proj.weight' is missing"),
              "ignore \"re:.*mlp.*\" makes the MLP dense: %s", pq_last_error());
     PQ_CHECK(rewrite_tensors(good, bad, "model.layers.3.self_attn.k_proj.weight_shape", NULL, 0, 0, NULL, PQ_DT_F16) == PQ_OK,
@@ -334,11 +371,11 @@ static void test_reader(void) {
     PQ_CHECK(ok, "misaligned codes are read through an aligned copy, same weights");
     pq_model_free(b);
     // GPTQ act-order: weight_g_idx maps columns to groups; the identity order reads the same weights
-    int32_t g_idx[172];
-    for (int c = 0; c < 172; c++) g_idx[c] = c / 32;
-    const char *gname = "model.layers.0.mlp.down_proj.weight_g_idx";
-    ok = rewrite_tensors(good, bad, NULL, gname, PQ_DT_I32, 172, g_idx, PQ_DT_F16) == PQ_OK && a &&
-         pq_model_open(bad, &b) == PQ_OK;
+    char bad2[1100];
+    snprintf(bad2, sizeof bad2, "%s", tpath("bad2"));
+    ok = with_g_idx(good, bad, -1) && a;
+    copy_edit_config(bad, bad2, "\"actorder\": null", "\"actorder\": \"group\"");
+    ok = ok && pq_model_open(bad2, &b) == PQ_OK;
     if (ok) {
         const pq_linear *La = &a->layers[0].lin[PQ_DOWN], *Lb = &b->layers[0].lin[PQ_DOWN];
         size_t n = (size_t)La->rows * La->cols;
@@ -349,11 +386,24 @@ static void test_reader(void) {
         free(x), free(y);
         pq_model_free(b);
     }
-    PQ_CHECK(ok, "weight_g_idx is read (identity order: same weights)");
-    g_idx[100] = 6;
-    ok = rewrite_tensors(good, bad, NULL, gname, PQ_DT_I32, 172, g_idx, PQ_DT_F16) == PQ_OK;
-    expect_open_fails(bad, "weight_g_idx'[100] = 6 is not a group in [0, 6)", "a g_idx out of range");
+    PQ_CHECK(ok, "weight_g_idx is read (identity order: same weights) (%s)", ok ? "ok" : pq_last_error());
+    // item 14: g_idx without actorder "group" in the config, and the reverse
+    expect_open_fails(bad, "weight_g_idx' is present, but quantization_config's actorder is null",
+                      "item 14: g_idx tensors under actorder null");
+    copy_edit_config(good, bad2, "\"actorder\": null", "\"actorder\": \"group\"");
+    expect_open_fails(bad2, "says actorder \"group\" but tensor 'model.layers.0.self_attn.q_proj.weight_g_idx' is missing",
+                      "item 14: actorder group without g_idx");
+    ok = with_g_idx(good, bad, 6);
+    copy_edit_config(bad, bad2, "\"actorder\": null", "\"actorder\": \"group\"");
+    expect_open_fails(bad2, "weight_g_idx'[100] = 6 is not a group in [0, 6)", "a g_idx out of range");
+    // item 13: tensors the config does not account for are refused, not
+    // ignored -- here an input scale beside dynamic (no) activation quantization
+    float one = 1;
+    ok = rewrite_tensors(good, bad, NULL, "model.layers.1.mlp.up_proj.input_scale", PQ_DT_F32, 1, &one, PQ_DT_F16) == PQ_OK;
+    expect_open_fails(bad, "tensor 'model.layers.1.mlp.up_proj.input_scale' is not part of the LlamaForCausalLM",
+                      "item 13: an input_scale a weight-only scheme does not use");
     pq_model_free(a);
+    rm_rf(bad2);
     rm_rf(bad);
     rm_rf(good);
 }

@@ -857,6 +857,32 @@ static void test_alignment(void) {
              "file (plain, .zst, buffer; %d copied)", copied);
 }
 
+// Issue 10 item 12: [2^62, 0] holds no bytes. The reader counted elements
+// first, the writer bytes first (2 x 2^62 overflowed), so a file pq read it
+// could not write; both count elements now.
+static void test_empty_huge_dim(void) {
+    const char *path = tp("empty_dim.safetensors");
+    int64_t shape[2] = {(int64_t)1 << 62, 0};
+    pq_st_writer *w = NULL;
+    pq_status s = pq_st_writer_create(path, &w);
+    if (s == PQ_OK) s = pq_st_writer_declare(w, "e", PQ_DT_F16, 2, shape);
+    if (s == PQ_OK) s = pq_st_writer_begin(w);
+    if (s == PQ_OK) s = pq_st_writer_put(w, "e", "", 0);
+    if (s == PQ_OK) s = pq_st_writer_commit(w, 0);
+    pq_st_writer_free(w);
+    pq_st *st = NULL;
+    if (s == PQ_OK) s = pq_st_open(path, &st);
+    const pq_tensor *t = s == PQ_OK ? pq_st_find(st, "e") : NULL;
+    PQ_CHECK(t && t->ndim == 2 && t->shape[0] == shape[0] && t->shape[1] == 0 && t->nbytes == 0 && t->numel == 0,
+             "a [2^62, 0] tensor is written and read back: 0 bytes (%s)", why(s));
+    pq_st_close(st);
+    int64_t over[2] = {(int64_t)1 << 60, 4};
+    PQ_CHECK(pq_st_writer_create(path, &w) == PQ_OK && pq_st_writer_declare(w, "e", PQ_DT_F16, 2, over) == PQ_ERR_ARG &&
+                 contains(pq_last_error(), "byte size overflows"),
+             "[2^60, 4] F16 (2^63 bytes) is refused: %s", pq_last_error());
+    pq_st_writer_free(w);
+}
+
 int main(void) {
     pq_test_seed();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pq_test_st.XXXXXX");
@@ -869,6 +895,7 @@ int main(void) {
     test_roundtrip();
     test_fixture();
     test_alignment();
+    test_empty_huge_dim();
     test_zstd();
     test_sharded();
     test_resume();

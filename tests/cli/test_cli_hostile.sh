@@ -74,6 +74,67 @@ ln -s "$TMP/nowhere" "$TMP/m/model.safetensors"
 expect_fail 1 "model.safetensors: cannot open" "item 13: model.safetensors a dangling link (not passed over)" -- \
     limited timeout 120 $PQ inspect "$TMP/m"
 
+# item 13: a config with fewer layers than the checkpoint was accepted and
+# the extra layer copied unquantized; every tensor must be accounted for
+fresh
+sed 's/"num_hidden_layers": 5/"num_hidden_layers": 4/' "$FIXTURE/config.json" >"$TMP/m/config.json"
+expect_fail 1 "tensor 'model.layers.4.input_layernorm.weight' belongs to layer 4, but config.json has num_hidden_layers = 4" \
+    "item 13: config with 4 of the 5 layers, pq ppl" -- $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+expect_fail 1 "belongs to layer 4, but config.json has num_hidden_layers = 4" "item 13: the same, pq quantize" -- \
+    $PQ quantize "$TMP/m" -o "$TMP/out13" --scheme w4a16
+[ ! -e "$TMP/out13" ] || fail "item 13: quantize of a 4-layer config left $TMP/out13"
+fresh
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/m/model.safetensors" \
+    --add model.layers.0.self_attn.o_proj.bias F16 '[64]'
+expect_fail 1 "tensor 'model.layers.0.self_attn.o_proj.bias' is not part of the LlamaForCausalLM" \
+    "item 13: an o_proj bias without attention_bias" -- $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+# ... but the rotary buffers older checkpoints carry are ignored, as transformers does
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/m/model.safetensors" \
+    --add model.layers.0.self_attn.rotary_emb.inv_freq F32 '[4]' --add model.layers.4.self_attn.rotary_emb.inv_freq F32 '[4]'
+$PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu >/dev/null 2>"$TMP/err" &&
+    ok "item 13: rotary_emb.inv_freq buffers are allowed" || fail "item 13: inv_freq refused: $(cat "$TMP/err")"
+
+# item 12: a zero-byte tensor of shape [2^62, 0] passed inspect and ppl but
+# quantize blamed its temporary file. pq inspect lists it (it is valid
+# safetensors); ppl and quantize refuse it at open, by name.
+fresh
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/m/model.safetensors" \
+    --add model.layers.0.mlp.empty F16 '[4611686018427387904, 0]'
+$PQ inspect "$TMP/m" >"$TMP/out" 2>&1 && grep -q 'model.layers.0.mlp.empty *F16 *\[4611686018427387904, 0\] *0$' "$TMP/out" &&
+    ok "item 12: pq inspect lists the [2^62, 0] tensor" || fail "item 12: inspect of [2^62, 0]: $(tail -3 "$TMP/out")"
+expect_fail 1 "tensor 'model.layers.0.mlp.empty' is not part of" "item 12: [2^62, 0] tensor, pq ppl" -- \
+    $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+expect_fail 1 "tensor 'model.layers.0.mlp.empty' is not part of" "item 12: [2^62, 0] tensor, pq quantize" -- \
+    $PQ quantize "$TMP/m" -o "$TMP/out12" --scheme w4a16
+# shapes in messages: [64] was printed [640], a scalar [00]
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/m/model.safetensors" --reshape model.norm.weight '[]'
+expect_fail 1 "tensor 'model.norm.weight' has shape [], config.json implies [64]" "item 12: a scalar where [64] belongs" -- \
+    $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/m/model.safetensors" --reshape model.norm.weight '[60]'
+expect_fail 1 "tensor 'model.norm.weight' has shape [60], config.json implies [64]" "item 12: [60] where [64] belongs" -- \
+    $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+# a tokenizer mapping text to an id past the model's vocabulary: exit 1 (it was 2, a usage error)
+fresh
+jq '.added_tokens += [{"id": 600, "content": "Once", "single_word": false, "lstrip": false, "rstrip": false,
+    "normalized": false, "special": false}]' "$FIXTURE/tokenizer.json" >"$TMP/m/tokenizer.json"
+expect_fail 1 "tokenizer.json: $TEXT encodes to id 512 ('Once'), outside the 512 rows of the model's embedding" \
+    "item 12: a tokenizer id past the vocabulary" -- $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+# NaN weights: the tensor is named, not the text file
+fresh
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/m/model.safetensors" \
+    --poke model.layers.2.mlp.down_proj.weight 5 007e
+expect_fail 1 "tensor 'model.layers.2.mlp.down_proj.weight' element 5 is NaN or Inf" "item 12: a NaN weight in pq ppl" -- \
+    $PQ ppl "$TMP/m" --text "$TEXT" --max-windows 1 --device cpu
+tail -n 1 "$TMP/err" | grep -qF "$TEXT" && fail "item 12: the NaN weight still blames the text file: $(cat "$TMP/err")"
+# a long path: the 1024-byte message buffer cut the path and the reason
+long=$TMP
+while [ ${#long} -lt 3000 ]; do long=$long/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd; done
+mkdir -p "$long"
+cp "$TMP/m/tokenizer.json" "$TMP/m/model.safetensors" "$long/"
+printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": ' >"$long/config.json"
+expect_fail 1 "$long/config.json: invalid JSON" "item 12: a ${#long}-byte model path and the reason both in the message" -- \
+    $PQ ppl "$long" --text "$TEXT" --device cpu
+
 # item 17: checks that could not fail. An oracle manifest naming a file that
 # cannot be read printed "ok - ...: 0 ids equal" and exited 0.
 printf 'case1\t%s\t%s\t%s\t%s\t0\n' "$FIXTURE/tokenizer.json" "$TMP/absent.txt" "$TMP/absent.ids" "$TMP/absent.dec" \
