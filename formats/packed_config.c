@@ -85,16 +85,20 @@ static pq_status parse_weights(json_t *w, const char *name, const char *grp, pq_
                "(weight quantization)", name, grp);
     json_t *nb = json_object_get(w, "num_bits"), *sym = json_object_get(w, "symmetric"),
            *gs = json_object_get(w, "group_size");
-    const char *type = get_str(w, "type"), *strategy = get_str(w, "strategy");
-    PQ_FAIL_IF(!json_is_integer(nb), PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.weights.num_bits must be an integer",
-               name, grp);
+    // absent fields take QuantizationArgs' defaults (num_bits 8, type "int",
+    // symmetric true); present ones must have the right JSON type
+    const char *type = is_null(json_object_get(w, "type")) ? "int" : get_str(w, "type"), *strategy = get_str(w, "strategy");
+    PQ_FAIL_IF(!is_null(nb) && !json_is_integer(nb), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights.num_bits must be an integer", name, grp);
     PQ_FAIL_IF(!type || (strcmp(type, "int") && strcmp(type, "float")), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.type must be \"int\" or \"float\"", name, grp);
+    PQ_FAIL_IF(!strategy && !is_null(json_object_get(w, "strategy")), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights.strategy must be a string or null", name, grp);
     PQ_FAIL_IF(!is_null(sym) && !json_is_boolean(sym), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.symmetric must be true or false", name, grp);
     PQ_FAIL_IF(!is_null(gs) && !json_is_integer(gs), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.group_size must be an integer or null", name, grp);
-    long long bits = json_integer_value(nb), group = is_null(gs) ? 0 : json_integer_value(gs);
+    long long bits = is_null(nb) ? 8 : json_integer_value(nb), group = is_null(gs) ? 0 : json_integer_value(gs);
     if (!strategy) strategy = is_null(gs) ? "tensor" : group == -1 ? "channel" : "group";
     s->is_float = strcmp(type, "float") == 0;
     s->sym = is_null(sym) || json_is_true(sym);
@@ -197,9 +201,14 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     PQ_FAIL_IF(!method || strcmp(method, "compressed-tensors"), PQ_ERR_FORMAT,
                "%s: " QC ".quant_method \"%s\" is not supported (compressed-tensors)", name,
                method ? method : "(missing)");
-    PQ_FAIL_IF(!format, PQ_ERR_FORMAT, "%s: " QC ".format is missing", name);
+    PQ_FAIL_IF(!format, PQ_ERR_FORMAT, "%s: " QC ".format is missing or not a string", name);
+    PQ_FAIL_IF(!status && !is_null(json_object_get(qc, "quantization_status")), PQ_ERR_FORMAT,
+               "%s: " QC ".quantization_status must be a string", name);
     PQ_FAIL_IF(status && strcmp(status, "compressed"), PQ_ERR_FORMAT,
                "%s: " QC ".quantization_status \"%s\": the weights are not compressed", name, status);
+    // transforms (Hadamard / SpinQuant rotations) change what the weights mean
+    PQ_FAIL_IF(!is_empty(json_object_get(qc, "transform_config")), PQ_ERR_FORMAT,
+               "%s: " QC ".transform_config is not supported (the weights are rotated)", name);
     PQ_FAIL_IF(!is_null(json_object_get(qc, "kv_cache_scheme")), PQ_ERR_FORMAT,
                "%s: " QC ".kv_cache_scheme is not supported", name);
     json_t *sp = json_object_get(qc, "sparsity_config");
@@ -218,6 +227,11 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
                PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.targets: only [\"Linear\"] is supported", name, grp);
     PQ_FAIL_IF(!is_null(json_object_get(g, "output_activations")), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.output_activations is not supported", name, grp);
+    // a scheme's own format (compressed-tensors >= 0.10) must be the one the
+    // tensors are read as
+    json_t *gfmt = json_object_get(g, "format");
+    PQ_FAIL_IF(!is_null(gfmt) && (!json_is_string(gfmt) || strcmp(json_string_value(gfmt), format)), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.format differs from " QC ".format \"%s\"", name, grp, format);
     PQ_TRY(parse_weights(json_object_get(g, "weights"), name, grp, &out->scheme));
     PQ_TRY(parse_inputs(json_object_get(g, "input_activations"), name, grp, &out->scheme.act));
     PQ_TRY(classify(name, format, &out->scheme));

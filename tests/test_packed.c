@@ -677,6 +677,53 @@ static void test_odd_bits(void) {
     }
 }
 
+// quantization_config fields pq ignored although they change what the
+// tensors mean, fields of the wrong JSON type, and QuantizationArgs'
+// defaults for absent fields (issue 10: the rest of items 4 and 14's kind).
+static void test_config_fields(void) {
+#define QCFG(extra, weights) "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"," \
+    "\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"weights\":{" weights "}}}" extra "}}"
+#define W4 "\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":32"
+    static const struct { const char *json, *needle, *what; } bad[] = {
+        {QCFG(",\"transform_config\":{\"config_groups\":{\"R1\":{\"type\":\"hadamard\"}}}", W4), "transform_config",
+         "a transform_config (rotated weights)"},
+        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"format\":\"int-quantized\",\"weights\":{" W4 "}}}}}",
+         "group_0.format differs", "a scheme format other than the config's"},
+        {QCFG("", "\"num_bits\":4,\"type\":\"int\",\"strategy\":5,\"group_size\":32"), "strategy must be a string",
+         "strategy as a number (was inferred from group_size)"},
+        {QCFG(",\"quantization_status\":1", W4), "quantization_status must be a string", "quantization_status as a number"},
+        {QCFG("", "\"num_bits\":\"4\",\"type\":\"int\",\"strategy\":\"group\",\"group_size\":32"), "num_bits must be an integer",
+         "num_bits as a string"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pq_packed_info info;
+        pq_status st = pq_packed_info_parse(bad[i].json, strlen(bad[i].json), "cfg.json", &info);
+        PQ_CHECK(st == PQ_ERR_FORMAT && strstr(pq_last_error(), bad[i].needle) && strstr(pq_last_error(), "cfg.json"),
+                 "%s refused (%s)", bad[i].what, st ? pq_last_error() : "accepted");
+        pq_packed_info_free(&info);
+    }
+    const char *dflt = QCFG("", "\"strategy\":\"group\",\"group_size\":128");
+    pq_packed_info info;
+    pq_status st = pq_packed_info_parse(dflt, strlen(dflt), "cfg.json", &info);
+    PQ_CHECK(st == PQ_OK && info.scheme.bits == 8 && !info.scheme.is_float && info.scheme.sym && info.scheme.group == 128,
+             "absent num_bits / type / symmetric: 8-bit symmetric int, as QuantizationArgs defaults (%s)",
+             st ? pq_last_error() : "ok");
+    pq_packed_info_free(&info);
+    // ignore patterns: Python re.match (anchored at the start), compiled once
+    const char *ign = QCFG(",\"ignore\":[\"lm_head\",\"re:model\\\\.layers\\\\.\\\\d+\\\\.mlp\\\\.(?:gate|up)_proj$\",\"re:mlp\"]", W4);
+    st = pq_packed_info_parse(ign, strlen(ign), "cfg.json", &info);
+    PQ_CHECK(st == PQ_OK && pq_packed_ignored(&info, "lm_head") && pq_packed_ignored(&info, "model.layers.12.mlp.up_proj") &&
+                 pq_packed_ignored(&info, "model.layers.0.mlp.gate_proj") &&
+                 !pq_packed_ignored(&info, "model.layers.0.mlp.down_proj") &&
+                 !pq_packed_ignored(&info, "model.layers.0.mlp.up_proj.x") && !pq_packed_ignored(&info, "lm_head2"),
+             "ignore: names exactly, \"re:\" patterns in Python syntax from the start of the name (%s)",
+             st ? pq_last_error() : "ok");
+    pq_packed_info_free(&info);
+#undef QCFG
+#undef W4
+}
+
 int main(void) {
     pq_test_seed();
     fixture = pq_test_path("fixtures/stories260K");
@@ -684,6 +731,7 @@ int main(void) {
     if (!mkdtemp(tmp)) return printf("FAIL - mkdtemp\n"), 1;
     test_sha256();
     test_odd_bits();
+    test_config_fields();
     if (!pq_dir_exists(fixture)) { // the fixture is part of the project's shared data: missing is a failure
         PQ_CHECK(0, "packed round trips: the fixture at %s", fixture);
     } else {

@@ -599,6 +599,45 @@ static void many_added_tokens(void) {
     free(json);
 }
 
+// tokenizer_config.json and added-token flags of the wrong JSON type were
+// read as absent; a special token the config names but the vocabulary lacks
+// was ignored; a decoder Replace chain grew without bound.
+static void test_config_types(void) {
+    static const struct { const char *cfg, *needle, *what; } bad[] = {
+        {"{\"bos_token\":5}", "\"bos_token\" must be a string", "bos_token as a number"},
+        {"{\"add_bos_token\":\"true\"}", "\"add_bos_token\" must be true, false or null", "add_bos_token as a string"},
+        {"{\"eos_token\":{\"content\":\"<nope>\"}}", "eos_token '<nope>' is not in the vocabulary", "an unknown eos_token"},
+    };
+    const char *json = MODEL("\"type\":\"BPE\"," VOCAB ",\"merges\":[\"a b\"]");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pq_tokenizer *tok = NULL;
+        pq_status st = pq_tok_load_json(json, strlen(json), bad[i].cfg, strlen(bad[i].cfg), "bad.json", &tok);
+        PQ_CHECK(st == PQ_ERR_FORMAT && !tok && strstr(pq_last_error(), bad[i].needle), "tokenizer_config.json: %s "
+                 "refused (%s)", bad[i].what, st ? pq_last_error() : "accepted");
+        pq_tok_free(tok);
+    }
+    check_refused("an added token with \"special\": \"yes\"",
+                  "{\"added_tokens\":[{\"id\":3,\"content\":\"<s>\",\"special\":\"yes\"}]," MODEL_FIELD("\"type\":\"BPE\","
+                  VOCAB ",\"merges\":[]") "}", PQ_ERR_FORMAT, "added_tokens[0].special must be true or false");
+    size_t cap = 8192, n = 0;
+    char *doc = malloc(cap);
+    n += (size_t)snprintf(doc + n, cap - n, "{\"decoder\":{\"type\":\"Sequence\",\"decoders\":[");
+    for (int i = 0; i < 40; i++)
+        n += (size_t)snprintf(doc + n, cap - n, "%s{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},\"content\":\"aa\"}",
+                              i ? "," : "");
+    snprintf(doc + n, cap - n, "]}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[\"a b\"]") "}");
+    pq_tokenizer *tok = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    pq_status st = load_str(doc, &tok);
+    pq_status dec = st == PQ_OK ? pq_tok_decode(tok, (const int32_t[]){0, 2}, 2, 0, &text, &len) : st;
+    PQ_CHECK(dec == PQ_ERR_FORMAT && !text && strstr(pq_last_error(), "decoder step") &&
+                 strstr(pq_last_error(), "expand without bound"),
+             "40 chained decoder Replace a -> aa: decoding refused past 16x (%s)", pq_last_error());
+    pq_tok_free(tok);
+    free(doc);
+}
+
 // ---- the oracle mode -------------------------------------------------------------
 
 static int run_oracle(const char *manifest) {
@@ -681,6 +720,7 @@ int main(int argc, char **argv) {
     test_config_override();
     test_splits();
     test_normalizer_bound();
+    test_config_types();
     test_added_matching();
     return pq_test_done();
 }

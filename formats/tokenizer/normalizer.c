@@ -87,20 +87,6 @@ pq_status pq_norm_parse(const json_t *j, pq_norm **out) {
     return PQ_OK;
 }
 
-// Bytes after replacing every non-overlapping pat (left to right) by rep in
-// s[0..n): counted before anything is allocated.
-static size_t replaced_len(const char *s, size_t n, const char *pat, const char *rep) {
-    size_t pl = strlen(pat), rl = strlen(rep), hits = 0;
-    for (size_t i = 0; i + pl <= n;) {
-        const char *hit = memchr(s + i, pat[0], n - i - pl + 1);
-        if (!hit) break;
-        i = (size_t)(hit - s);
-        if (memcmp(hit, pat, pl) == 0) hits++, i += pl;
-        else i++;
-    }
-    return n - hits * pl + hits * rl;
-}
-
 static const char *step_name(step_kind k) {
     return k == PREPEND ? "Prepend" : k == REPLACE ? "Replace" : k == NFC ? "NFC" : "NFD";
 }
@@ -115,7 +101,7 @@ pq_status pq_norm_apply(const pq_norm *n, const char *s, size_t len, pq_tbuf *ou
     for (size_t k = 0; k < n->n; k++) {
         const step *p = &n->st[k];
         size_t want = p->kind == PREPEND   ? out->len + strlen(p->content)
-                      : p->kind == REPLACE ? replaced_len(out->p, out->len, p->pattern, p->content)
+                      : p->kind == REPLACE ? pq_replace_len(out->p, out->len, p->pattern, p->content)
                                            : 0; // NFC / NFD: at most 3x, checked after
         PQ_CHECK_GOTO(want > limit, st, PQ_ERR_FORMAT, "normalizer step %zu (%s%s%.20s%s%.20s%s) would make a %zu-byte "
                       "text %zu bytes, more than %dx its length: the normalizers expand without bound", k + 1,

@@ -211,6 +211,11 @@ static pq_status parse_added(pq_tokenizer *tok, const json_t *list) {
         pq_added_token t = {0};
         t.len = json_string_length(c);
         if (t.len == 0) continue; // the library ignores empty tokens
+        static const char *const FLAGS[] = {"special", "lstrip", "rstrip", "single_word", "normalized"};
+        for (int k = 0; k < 5; k++) {
+            const json_t *f = json_object_get(e, FLAGS[k]);
+            PQ_FAIL_IF(f && !json_is_boolean(f), PQ_ERR_FORMAT, "added_tokens[%zu].%s must be true or false", i, FLAGS[k]);
+        }
         t.special = json_is_true(json_object_get(e, "special"));
         t.lstrip = json_is_true(json_object_get(e, "lstrip"));
         t.rstrip = json_is_true(json_object_get(e, "rstrip"));
@@ -303,11 +308,30 @@ static pq_status parse_post(pq_tokenizer *tok, const json_t *pp, int depth) {
     return PQ_FAIL(PQ_ERR_FORMAT, "post_processor type '%.40s' is not supported", type);
 }
 
-// bos_token / eos_token of tokenizer_config.json: a string or {"content": ...}.
-static int32_t config_token(const pq_tokenizer *tok, const json_t *cfg, const char *key) {
+// bos_token / eos_token of tokenizer_config.json: a string, {"content": ...}
+// or null/absent (*id -1). A token it names must exist (transformers would
+// add it with an id the model has no embedding for).
+static pq_status config_token(const pq_tokenizer *tok, const json_t *cfg, const char *key, int32_t *id) {
     const json_t *v = json_object_get(cfg, key);
+    *id = -1;
+    if (!v || json_is_null(v)) return PQ_OK;
     if (json_is_object(v)) v = json_object_get(v, "content");
-    return json_is_string(v) ? token_to_id(tok, json_string_value(v), json_string_length(v)) : -1;
+    PQ_FAIL_IF(!json_is_string(v), PQ_ERR_FORMAT, "tokenizer_config.json: \"%s\" must be a string, "
+               "{\"content\": string} or null", key);
+    *id = token_to_id(tok, json_string_value(v), json_string_length(v));
+    PQ_FAIL_IF(*id < 0, PQ_ERR_FORMAT, "tokenizer_config.json: %s '%.64s' is not in the vocabulary", key,
+               json_string_value(v));
+    return PQ_OK;
+}
+
+// add_bos_token / add_eos_token: true, false, or null/absent (-1).
+static pq_status config_flag(const json_t *cfg, const char *key, int *out) {
+    const json_t *v = json_object_get(cfg, key);
+    *out = -1;
+    if (!v || json_is_null(v)) return PQ_OK;
+    PQ_FAIL_IF(!json_is_boolean(v), PQ_ERR_FORMAT, "tokenizer_config.json: \"%s\" must be true, false or null", key);
+    *out = json_is_true(v);
+    return PQ_OK;
 }
 
 // tokenizer_config.json: add_bos_token / add_eos_token, when present, decide
@@ -318,18 +342,22 @@ static pq_status apply_config(pq_tokenizer *tok, const json_t *cfg) {
     tok->eos = tok->n_suffix ? tok->suffix[tok->n_suffix - 1] : -1;
     if (!cfg) return PQ_OK;
     PQ_FAIL_IF(!json_is_object(cfg), PQ_ERR_FORMAT, "tokenizer_config.json is not an object");
-    int32_t b = config_token(tok, cfg, "bos_token"), e = config_token(tok, cfg, "eos_token");
+    int32_t b, e;
+    int ab, ae;
+    PQ_TRY(config_token(tok, cfg, "bos_token", &b));
+    PQ_TRY(config_token(tok, cfg, "eos_token", &e));
+    PQ_TRY(config_flag(cfg, "add_bos_token", &ab));
+    PQ_TRY(config_flag(cfg, "add_eos_token", &ae));
     if (b >= 0) tok->bos = b;
     if (e >= 0) tok->eos = e;
-    const json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
-    if (json_is_boolean(ab)) {
-        PQ_FAIL_IF(json_is_true(ab) && tok->bos < 0, PQ_ERR_FORMAT, "add_bos_token is true but bos_token is unknown");
-        tok->n_prefix = json_is_true(ab);
+    if (ab >= 0) {
+        PQ_FAIL_IF(ab && tok->bos < 0, PQ_ERR_FORMAT, "add_bos_token is true but bos_token is unknown");
+        tok->n_prefix = ab;
         tok->prefix[0] = tok->bos;
     }
-    if (json_is_boolean(ae)) {
-        PQ_FAIL_IF(json_is_true(ae) && tok->eos < 0, PQ_ERR_FORMAT, "add_eos_token is true but eos_token is unknown");
-        tok->n_suffix = json_is_true(ae);
+    if (ae >= 0) {
+        PQ_FAIL_IF(ae && tok->eos < 0, PQ_ERR_FORMAT, "add_eos_token is true but eos_token is unknown");
+        tok->n_suffix = ae;
         tok->suffix[0] = tok->eos;
     }
     return PQ_OK;
