@@ -485,6 +485,11 @@ static pq_status open_index(pq_st *st, const char *path) {
         PQ_CHECK_GOTO(strcmp(shards[t->file], want) != 0, s, PQ_ERR_FORMAT,
                       "%s: tensor '%.200s' is listed in %s but stored in %s", path, key, want, shards[t->file]);
     }
+    // the index and the shards agree both ways: every tensor a shard holds is listed
+    for (int i = 0; i < st->count; i++)
+        PQ_CHECK_GOTO(!json_object_get(wm, st->t[i].name), s, PQ_ERR_FORMAT,
+                      "%s: tensor '%.200s' is in %s but not in weight_map", path, st->t[i].name,
+                      shards[st->t[i].file]);
 done:
     free(shards);
     json_decref(root);

@@ -106,6 +106,13 @@ static void test_windows(void) {
     p.seqlen = 1;
     PQ_CHECK(pq_calib_windows(s, n, 1, &p, 2048, "t", &a) == PQ_ERR_ARG, "seqlen 1 with a BOS refused: %s",
              pq_last_error());
+    // a model context of one position with a BOS: no room for text (concat
+    // divided by the zero window length)
+    p.seqlen = 16, p.mode = PQ_CALIB_CONCAT;
+    PQ_CHECK(pq_calib_windows(s, n, 1, &p, 1, "t", &a) == PQ_ERR_FORMAT &&
+                 strstr(pq_last_error(), "max_position_embeddings 1 leaves no room"),
+             "max_position_embeddings 1 with a BOS refused, not a division by zero: %s", pq_last_error());
+    p.mode = PQ_CALIB_RANDOM;
     pq_calib_mode m;
     PQ_CHECK(pq_calib_parse_mode("concat", &m) == PQ_OK && m == PQ_CALIB_CONCAT &&
                  pq_calib_parse_mode("shuffle", &m) == PQ_ERR_ARG,

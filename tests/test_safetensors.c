@@ -476,6 +476,12 @@ static void test_sharded(void) {
                       "\"zz\":\"model-00001-of-00002.safetensors\"}}");
     expect_reject(idx, "notin.index.json", PQ_ERR_FORMAT, "an index listing a tensor its shard lacks");
     PQ_CHECK(contains(pq_last_error(), "'zz'"), "the message names the tensor: %s", pq_last_error());
+    idx = write_index(dir, "unlisted.index.json",
+                      "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
+                      "\"c\":\"model-00002-of-00002.safetensors\"}}");
+    expect_reject(idx, "unlisted.index.json", PQ_ERR_FORMAT, "an index leaving out a tensor its shard holds");
+    PQ_CHECK(contains(pq_last_error(), "tensor 'b' is in model-00001-of-00002.safetensors but not in weight_map"),
+             "... naming it: %s", pq_last_error());
     idx =
         write_index(dir, "wrong.index.json",
                     "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
