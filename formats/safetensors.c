@@ -25,6 +25,8 @@
 #define MAX_HEADER_BYTES 100000000ull        // the Hugging Face library's limit
 #define MAX_INDEX_BYTES  ((size_t)100 << 20) // model.safetensors.index.json
 #define MAX_ZSTD_BYTES   ((uint64_t)1 << 42) // decompressed .zst image
+#define MAX_ZSTD_RATIO   1024                // ... at most this many times its compressed size
+#define MIN_ZSTD_CAP     ((uint64_t)64 << 20) // ... or this many bytes
 #define PATH_CAP         4096
 
 static const struct {
@@ -365,8 +367,14 @@ static pq_status read_zst(st_file *f) {
                   "(%zu bytes)", fn, (unsigned long long)n, len);
     PQ_TRY_GOTO(s, load_header(fn, buf + 8, n, &h));
     PQ_TRY_GOTO(s, header_data_end(fn, h, &end));
-    PQ_CHECK_GOTO(end > MAX_ZSTD_BYTES, s, PQ_ERR_FORMAT, "%s: the header's tensors need %llu bytes, more than the "
-                  "%llu allowed", fn, (unsigned long long)end, (unsigned long long)MAX_ZSTD_BYTES);
+    // weights compress ~1.1-1.5x; a stream claiming to expand more than
+    // MAX_ZSTD_RATIO-fold (past a small floor) is a bomb, not a checkpoint
+    uint64_t disk = pq_zstd_reader_file_bytes(z),
+             limit = disk < MAX_ZSTD_BYTES / MAX_ZSTD_RATIO ? disk * MAX_ZSTD_RATIO : MAX_ZSTD_BYTES;
+    if (limit < MIN_ZSTD_CAP) limit = MIN_ZSTD_CAP;
+    PQ_CHECK_GOTO(end > limit - 8 - n, s, PQ_ERR_FORMAT, "%s: the header's tensors need %llu bytes, more than %d x the "
+                  "%llu-byte compressed file (or %llu bytes)", fn, (unsigned long long)end, MAX_ZSTD_RATIO,
+                  (unsigned long long)disk, (unsigned long long)limit);
     size_t total = 8 + (size_t)n + (size_t)end;
     PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, total));
     PQ_CHECK_GOTO(len < total, s, PQ_ERR_FORMAT, "%s: decompresses to %zu bytes, but its header's tensors need %zu", fn,

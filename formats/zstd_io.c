@@ -22,7 +22,7 @@ struct pq_zstd_reader {
     size_t in_cap;
     size_t last;       // ZSTD_decompressStream's last result: 0 at a frame's end
     int eof;           // the file has no more bytes
-    uint64_t disk, declared;
+    uint64_t disk, declared, file_bytes;
 };
 
 // Reads the next compressed chunk (at EOF sets r->eof).
@@ -60,6 +60,9 @@ pq_status pq_zstd_reader_open(const char *path, pq_zstd_reader **out) {
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(!r->path || !r->in || !r->dctx, st, PQ_ERR_NOMEM, "%s: out of memory for zstd buffers", path);
     PQ_TRY_GOTO(st, pq_open_regular(path, &r->fd));
+    struct stat sb;
+    PQ_CHECK_GOTO(fstat(r->fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    r->file_bytes = (uint64_t)sb.st_size;
     PQ_TRY_GOTO(st, refill(r));
     unsigned long long d = ZSTD_getFrameContentSize(r->in, r->ib.size);
     r->declared = d == ZSTD_CONTENTSIZE_UNKNOWN || d == ZSTD_CONTENTSIZE_ERROR ? UINT64_MAX : d;
@@ -72,6 +75,7 @@ done:
 
 uint64_t pq_zstd_reader_declared(const pq_zstd_reader *r) { return r->declared; }
 uint64_t pq_zstd_reader_disk_bytes(const pq_zstd_reader *r) { return r->disk; }
+uint64_t pq_zstd_reader_file_bytes(const pq_zstd_reader *r) { return r->file_bytes; }
 
 pq_status pq_zstd_reader_read(pq_zstd_reader *r, void *buf, size_t n, size_t *got) {
     ZSTD_outBuffer ob = {buf, n, 0};

@@ -31,8 +31,9 @@ uint64_t pq_zstd_reader_declared(const pq_zstd_reader *r);
 // ends first (then the last frame must be complete: a stream that ends
 // inside a frame is PQ_ERR_FORMAT).
 pq_status pq_zstd_reader_read(pq_zstd_reader *r, void *buf, size_t n, size_t *got);
-// Compressed bytes read from the file so far.
+// Compressed bytes read from the file so far, and the file's size.
 uint64_t pq_zstd_reader_disk_bytes(const pq_zstd_reader *r);
+uint64_t pq_zstd_reader_file_bytes(const pq_zstd_reader *r);
 void pq_zstd_reader_free(pq_zstd_reader *r); // NULL-safe
 
 // Compresses the file src into dst atomically ("<dst>.tmp", fsync, rename,
