@@ -616,6 +616,23 @@ static void test_config_types(void) {
                  "refused (%s)", bad[i].what, st ? pq_last_error() : "accepted");
         pq_tok_free(tok);
     }
+    // found by fuzz_tokenizer_config: a config naming another BOS than the template prepends
+    {
+        const char *tpl = "{\"added_tokens\":[{\"id\":3,\"content\":\"<s>\",\"special\":true},{\"id\":4,\"content\":"
+                          "\"</s>\",\"special\":true}],\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+                          "{\"SpecialToken\":{\"id\":\"<s>\"}},{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":"
+                          "{\"ids\":[3]}}}," MODEL_FIELD("\"type\":\"BPE\"," VOCAB ",\"merges\":[]") "}";
+        const char *cfg = "{\"bos_token\":{\"content\":\"</s>\"}}";
+        pq_tokenizer *t2 = NULL;
+        pq_status s2 = pq_tok_load_json(tpl, strlen(tpl), cfg, strlen(cfg), "bad.json", &t2);
+        PQ_CHECK(s2 == PQ_ERR_FORMAT && !t2 && strstr(pq_last_error(), "bos_token is id 4, but the post_processor "
+                 "prepends id 3"), "bos_token other than the template's BOS refused (%s)", pq_last_error());
+        cfg = "{\"bos_token\":\"</s>\",\"add_bos_token\":true}";
+        s2 = pq_tok_load_json(tpl, strlen(tpl), cfg, strlen(cfg), "ok.json", &t2);
+        PQ_CHECK(s2 == PQ_OK && pq_tok_bos(t2) == 4 && pq_tok_adds_bos(t2), "... unless add_bos_token rebuilds it (%s)",
+                 s2 ? pq_last_error() : "ok");
+        pq_tok_free(t2);
+    }
     check_refused("an added token with \"special\": \"yes\"",
                   "{\"added_tokens\":[{\"id\":3,\"content\":\"<s>\",\"special\":\"yes\"}]," MODEL_FIELD("\"type\":\"BPE\","
                   VOCAB ",\"merges\":[]") "}", PQ_ERR_FORMAT, "added_tokens[0].special must be true or false");

@@ -348,6 +348,14 @@ static pq_status apply_config(pq_tokenizer *tok, const json_t *cfg) {
     PQ_TRY(config_token(tok, cfg, "eos_token", &e));
     PQ_TRY(config_flag(cfg, "add_bos_token", &ab));
     PQ_TRY(config_flag(cfg, "add_eos_token", &ae));
+    // the BOS the template prepends is the BOS; a config naming another one
+    // without add_bos_token (which would rebuild the template) contradicts it
+    PQ_FAIL_IF(b >= 0 && ab < 0 && tok->n_prefix > 0 && tok->prefix[0] != b, PQ_ERR_FORMAT,
+               "tokenizer_config.json: bos_token is id %d, but the post_processor prepends id %d", (int)b,
+               (int)tok->prefix[0]);
+    PQ_FAIL_IF(e >= 0 && ae < 0 && tok->n_suffix > 0 && tok->suffix[tok->n_suffix - 1] != e, PQ_ERR_FORMAT,
+               "tokenizer_config.json: eos_token is id %d, but the post_processor appends id %d", (int)e,
+               (int)tok->suffix[tok->n_suffix - 1]);
     if (b >= 0) tok->bos = b;
     if (e >= 0) tok->eos = e;
     if (ab >= 0) {
