@@ -28,7 +28,8 @@ static const char *fuzz_scratch(void) {
     return fuzz_dir;
 }
 
-// scratch/name, in one of 4 rotating buffers.
+// scratch/name, in one of 4 rotating buffers (valid until the 4th next call
+// of fuzz_path or fuzz_write: copy what must live longer).
 static const char *fuzz_path(const char *name) {
     static char buf[4][512];
     static int slot;

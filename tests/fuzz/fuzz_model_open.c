@@ -15,9 +15,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *nul = memchr(data, 0, size);
     if (!nul) return 0;
-    static const char *dir;
-    if (!dir) {
-        dir = fuzz_path("model");
+    static char dir[512];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s", fuzz_path("model")); // fuzz_path's buffers rotate
         mkdir(dir, 0755);
     }
     fuzz_write("model/config.json", data, (size_t)(nul - data));
