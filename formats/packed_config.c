@@ -68,6 +68,7 @@ done:
 // ---- reading -----------------------------------------------------------
 
 #define QC "quantization_config"
+#define MAX_IGNORE_PROGRAM 32768 // all "re:" patterns together (real lists: a few hundred)
 
 static const char *get_str(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
@@ -174,6 +175,7 @@ static pq_status parse_ignore(json_t *ign, const char *name, pq_packed_info *out
     if (is_null(ign)) return PQ_OK;
     PQ_FAIL_IF(!json_is_array(ign), PQ_ERR_FORMAT, "%s: " QC ".ignore must be a list of names", name);
     size_t n = json_array_size(ign);
+    long total = 0; // instructions of all patterns: what matching one character of a name costs
     out->ignore = calloc(n ? n : 1, sizeof *out->ignore);
     out->ignore_re = calloc(n ? n : 1, sizeof *out->ignore_re);
     PQ_FAIL_IF(!out->ignore || !out->ignore_re, PQ_ERR_NOMEM, "%s: out of memory", name);
@@ -189,6 +191,9 @@ static pq_status parse_ignore(json_t *ign, const char *name, pq_packed_info *out
         if (strncmp(pat, "re:", 3) == 0) {
             pq_status st = pq_regex_compile(pat + 3, len - 3, &out->ignore_re[i]);
             if (st != PQ_OK) return pq_fail_context(st, "%s: " QC ".ignore[%zu]", name, i);
+            total += pq_regex_size(out->ignore_re[i]);
+            PQ_FAIL_IF(total > MAX_IGNORE_PROGRAM, PQ_ERR_FORMAT, "%s: " QC ".ignore: the patterns up to [%zu] compile "
+                       "to more than %d instructions", name, i, MAX_IGNORE_PROGRAM);
         }
     }
     return PQ_OK;

@@ -482,6 +482,8 @@ done:
     return st;
 }
 
+int pq_regex_size(const pq_regex *re) { return re->nprog; }
+
 void pq_regex_free(pq_regex *re) {
     if (!re) return;
     free(re->prog);

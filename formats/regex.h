@@ -50,4 +50,8 @@ int pq_regex_match(pq_regex *re, const char *s, size_t n);
 
 void pq_regex_free(pq_regex *re); // NULL-safe
 
+// Instructions in the compiled program (what one character of text costs,
+// at most): for bounding the total of a list of patterns.
+int pq_regex_size(const pq_regex *re);
+
 #endif

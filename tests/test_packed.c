@@ -720,6 +720,17 @@ static void test_config_fields(void) {
              "ignore: names exactly, \"re:\" patterns in Python syntax from the start of the name (%s)",
              st ? pq_last_error() : "ok");
     pq_packed_info_free(&info);
+    // each pattern is bounded, and so is the list: matching costs what its programs cost
+    char big[60000];
+    size_t bn = (size_t)snprintf(big, sizeof big, "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\","
+                                 "\"format\":\"pack-quantized\",\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],"
+                                 "\"weights\":{\"num_bits\":4,\"strategy\":\"channel\"}}},\"ignore\":[");
+    for (int i = 0; i < 40; i++) bn += (size_t)snprintf(big + bn, sizeof big - bn, "%s\"re:x{1000}%d\"", i ? "," : "", i);
+    snprintf(big + bn, sizeof big - bn, "]}}");
+    st = pq_packed_info_parse(big, strlen(big), "cfg.json", &info);
+    PQ_CHECK(st == PQ_ERR_FORMAT && strstr(pq_last_error(), "compile to more than 32768 instructions"),
+             "40 patterns of 1000 repetitions each: the list's total is bounded (%s)", pq_last_error());
+    pq_packed_info_free(&info);
 #undef QCFG
 #undef W4
 }

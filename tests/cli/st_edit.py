@@ -3,6 +3,7 @@
 
 Usage: st_edit.py SRC DST [edit ...]
   --drop NAME                       leave tensor NAME out
+  --drop-prefix PREFIX              leave out every tensor whose name starts with PREFIX
   --add NAME DTYPE SHAPE            add a zero-filled tensor (SHAPE as JSON: "[4611686018427387904, 0]")
   --reshape NAME SHAPE              give NAME another shape (same dtype; zero-filled data of the new size)
   --poke NAME INDEX HEX             overwrite element INDEX of NAME with the bytes HEX (little endian)
@@ -41,6 +42,9 @@ def main():
         op = args[i]
         if op == "--drop":
             tensors = [t for t in tensors if t[0] != args[i + 1]]
+            i += 2
+        elif op == "--drop-prefix":
+            tensors = [t for t in tensors if not t[0].startswith(args[i + 1])]
             i += 2
         elif op == "--add":
             shape = json.loads(args[i + 3])
