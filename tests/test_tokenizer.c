@@ -365,6 +365,56 @@ static void test_splits(void) {
              "byte-level alphabet: all 256 bytes map and map back; ' ' is U+0120");
 }
 
+// The Split pre-tokenizer has no regex engine to attack: only the GPT-2,
+// Llama 3 and Qwen2 patterns are accepted (by their exact source; any other
+// regex is refused) and run as hand-written scanners, each match a scan of
+// at most its own length plus one whitespace run. Adversarial texts for
+// backtracking engines (long whitespace runs ended by non-space, CR/LF
+// interleavings, long runs of one class) must split into pieces covering
+// the text exactly, in a child limited to 30 s of CPU time (a scanner that
+// rescanned would need hours for these 4 MB texts).
+static void split_adversarial(void) {
+    enum { N = 4 << 20 };
+    char *t = malloc(N);
+    const char *kinds[] = {"spaces then x", "\\n + spaces, repeated", "\\r\\n\\t mix", "one letter run", "digits",
+                           "punctuation + CR"};
+    int ok = 1;
+    for (int k = 0; k < 6 && ok; k++) {
+        for (size_t i = 0; i < N; i++)
+            t[i] = k == 0 ? ' ' : k == 1 ? (i % 1000 == 0 ? '\n' : ' ') : k == 2 ? "\r\n\t "[i % 4] : k == 3 ? 'a'
+                 : k == 4 ? (char)('0' + i % 10) : (i % 97 ? '!' : '\r');
+        t[N - 1] = 'x';
+        for (int pat = 0; pat < 3 && ok; pat++) {
+            size_t pos = 0, pieces = 0;
+            while (pos < N) {
+                size_t m = pq_split_match((pq_split_pattern)pat, t + pos, N - pos);
+                if (m == 0 || m > N - pos) break;
+                pos += m, pieces++;
+            }
+            ok = pos == N;
+            if (!ok) printf("    %s, pattern %d: the pieces stop at byte %zu of %d\n", kinds[k], pat, pos, N);
+        }
+    }
+    free(t);
+    PQ_CHECK(ok, "GPT-2 / Llama 3 / Qwen2 splits of six adversarial 4 MB texts cover them exactly");
+}
+
+static void test_split_bounded(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {30, 30};
+        setrlimit(RLIMIT_CPU, &rl);
+        split_adversarial();
+        fflush(stdout);
+        _exit(pq_test_failures ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status)) PQ_CHECK(0, "adversarial splits did not finish in 30 s of CPU time");
+    else if (WEXITSTATUS(status)) pq_test_failures++;
+}
+
 // ---- bad input --------------------------------------------------------------------
 
 static pq_status load_str(const char *json, pq_tokenizer **tok) {
@@ -736,6 +786,7 @@ int main(int argc, char **argv) {
     test_unicode_normalizers();
     test_config_override();
     test_splits();
+    test_split_bounded();
     test_normalizer_bound();
     test_config_types();
     test_added_matching();
