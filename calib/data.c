@@ -88,7 +88,7 @@ pq_status pq_calib_load(const pq_calib_params *p, const pq_tokenizer *tok, int m
     char *text;
     size_t len, n_ids = 0;
     int32_t *ids = NULL;
-    PQ_TRY(pq_file_read(p->path, MAX_TEXT_BYTES, &text, &len));
+    PQ_TRY(pq_text_read(p->path, MAX_TEXT_BYTES, &text, &len));
     pq_sha256 h;
     pq_sha256_init(&h);
     pq_sha256_update(&h, text, len);

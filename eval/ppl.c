@@ -137,7 +137,7 @@ pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud,
     if (ctx == 0) ctx = job->protocol == PQ_PPL_GPTQ ? 2048 : 512;
     if (ctx > max_pos) ctx = max_pos;
     int bos = job->bos >= 0 ? job->bos : job->protocol == PQ_PPL_LLAMACPP ? pq_tok_adds_bos(tok) : 0;
-    PQ_TRY_GOTO(s, pq_file_read(job->text, (size_t)1 << 32, &text, &len));
+    PQ_TRY_GOTO(s, pq_text_read(job->text, (size_t)1 << 32, &text, &len));
     s = pq_tok_encode(tok, text, len, 0, &ids, &n_ids);
     if (s != PQ_OK) { pq_fail_context(s, "%s", job->text); goto done; }
     // a tokenizer that maps text past the model's embedding rows belongs to

@@ -67,31 +67,42 @@ static const char *kind_of(mode_t m) {
            S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
-pq_status pq_open_regular(const char *path, int *fd) {
+// Opens path non-blocking to look at it, then makes *fd blocking. A FIFO
+// (when allowed) is reopened blocking so a writer that has not opened it yet
+// is waited for, not read as an empty stream; it must be the same FIFO.
+static pq_status open_input(const char *path, int allow_fifo, int *fd) {
     *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     PQ_FAIL_IF(*fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
+    struct stat sb, again;
     int flags;
     pq_status st = PQ_OK;
     if (fstat(*fd, &sb) != 0) st = PQ_FAIL(PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) st = PQ_FAIL(PQ_ERR_IO, "%s: is %s, not a regular file", path, kind_of(sb.st_mode));
+    else if (allow_fifo && S_ISFIFO(sb.st_mode)) {
+        close(*fd);
+        *fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (*fd < 0) st = PQ_FAIL(PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        else if (fstat(*fd, &again) != 0 || again.st_dev != sb.st_dev || again.st_ino != sb.st_ino)
+            st = PQ_FAIL(PQ_ERR_IO, "%s: changed while being opened", path);
+    } else if (!S_ISREG(sb.st_mode)) st = PQ_FAIL(PQ_ERR_IO, "%s: is %s, not a regular file", path, kind_of(sb.st_mode));
     else if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
         st = PQ_FAIL(PQ_ERR_IO, "%s: fcntl failed: %s", path, strerror(errno));
-    if (st != PQ_OK) {
-        close(*fd);
-        *fd = -1;
-    }
+    if (st != PQ_OK && *fd >= 0) close(*fd);
+    if (st != PQ_OK) *fd = -1;
     return st;
 }
 
-pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+pq_status pq_open_regular(const char *path, int *fd) {
+    return open_input(path, 0, fd);
+}
+
+static pq_status read_input(const char *path, int allow_fifo, size_t max_bytes, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
     pq_status st = PQ_OK;
     char *buf = NULL;
     size_t n = 0, cap = 0;
     int fd;
-    PQ_TRY(pq_open_regular(path, &fd));
+    PQ_TRY(open_input(path, allow_fifo, &fd));
     struct stat sb;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     PQ_CHECK_GOTO((uint64_t)sb.st_size > max_bytes, st, PQ_ERR_IO, "%s: %lld bytes, more than the %zu allowed", path,
@@ -124,6 +135,14 @@ done:
     free(buf);
     close(fd);
     return st;
+}
+
+pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+    return read_input(path, 0, max_bytes, data, len);
+}
+
+pq_status pq_text_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+    return read_input(path, 1, max_bytes, data, len);
 }
 
 pq_status pq_fd_write_all(int fd, const void *data, size_t len, const char *path) {

@@ -24,6 +24,11 @@ pq_status pq_open_regular(const char *path, int *fd);
 // is NULL.
 pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len);
 
+// pq_file_read for a text stream (--text, --calib): a FIFO is read too, as
+// any Unix tool reads `<(zcat wiki.txt.gz)`, waiting for its writer; the cap
+// bounds it. Devices, sockets and directories are refused as above.
+pq_status pq_text_read(const char *path, size_t max_bytes, char **data, size_t *len);
+
 // Writes data to path atomically (tmp + fsync + rename + fsync dir).
 pq_status pq_file_write_atomic(const char *path, const void *data, size_t len);
 

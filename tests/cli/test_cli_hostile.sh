@@ -65,9 +65,18 @@ rm "$TMP/m/config.json"
 mkfifo "$TMP/m/config.json"
 expect_fail 1 "config.json: is a FIFO" "item 13: config.json a FIFO, pq inspect" -- limited timeout 120 $PQ inspect "$TMP/m"
 fresh
+# --text and --calib are streams: a FIFO is read to its end (as with
+# <(zcat ...)) and gives what the file gives; a device is still refused
 mkfifo "$TMP/text.fifo"
-expect_fail 1 "text.fifo: is a FIFO" "item 13: --text a FIFO" -- \
-    limited timeout 120 $PQ ppl "$TMP/m" --text "$TMP/text.fifo" --device cpu
+(cat "$TEXT" >"$TMP/text.fifo") &
+fifo_ppl=$(limited timeout 120 $PQ ppl "$TMP/m" --text "$TMP/text.fifo" --max-windows 2 --device cpu 2>"$TMP/err" | cut -d"(" -f1)
+wait
+file_ppl=$($PQ ppl "$TMP/m" --text "$TEXT" --max-windows 2 --device cpu 2>/dev/null | cut -d"(" -f1)
+if [ -n "$file_ppl" ] && [ "$fifo_ppl" = "$file_ppl" ]; then ok "--text a FIFO reads the stream: $fifo_ppl"
+else fail "--text a FIFO: '$fifo_ppl' vs the file's '$file_ppl': $(cat "$TMP/err")"; fi
+ln -s /dev/zero "$TMP/text.zero"
+expect_fail 1 "text.zero: is a character device" "item 13: --text a link to /dev/zero" -- \
+    limited timeout 120 $PQ ppl "$TMP/m" --text "$TMP/text.zero" --device cpu
 fresh
 rm "$TMP/m/model.safetensors"
 ln -s "$TMP/nowhere" "$TMP/m/model.safetensors"
