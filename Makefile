@@ -1,6 +1,8 @@
 # pq — build, test, bench.
 #   make            build/pq and build/libpq.a (CUDA objects too when nvcc exists)
-#   make demo       install missing Debian packages (as root), build, run pq ppl on the fixture
+#   make demo       install missing Debian packages (as root), build, quantize SmolLM2-135M every
+#                   main way and print one table (tools/demo.sh; CALIB=, WIKI=, WINDOWS= override)
+#   make demo-fixture  build and run pq ppl on the stories260K fixture (its golden PPL)
 #   make test       unit, golden, CLI and fuzz-replay tests; ends with "N passed, N failed"
 #   make check-layers  every #include points down the layers (docs/ARCHITECTURE.md); run by make test
 #   make test-oracles  pq against transformers on SmolLM2 (torch venv; minutes)
@@ -53,7 +55,7 @@ NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 endif
 
-.PHONY: all demo test test-gpu test-oracles bench fuzz clean deps check-layers
+.PHONY: all demo demo-fixture test test-gpu test-oracles bench fuzz clean deps check-layers
 all: $(BUILD)/pq
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
@@ -115,7 +117,12 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(BUILD)/libpq.a
 deps:
 	@sh tools/deps.sh
 
-demo: deps all
+demo:
+	@sh tools/deps.sh demo
+	@$(MAKE) --no-print-directory all
+	@SHARED=$(SHARED) sh tools/demo.sh
+
+demo-fixture: deps all
 	$(BUILD)/pq ppl $(SHARED)/fixtures/stories260K --text $(SHARED)/data/tinystories_val_prefix.txt \
 	    --protocol gptq --bos --ctx 256
 

