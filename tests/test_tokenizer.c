@@ -184,9 +184,10 @@ static void test_speed(const pq_tokenizer *tok) {
     double t0 = now_s();
     pq_status st = pq_tok_encode(tok, text, len, 0, &ids, &n);
     double dt = now_s() - t0;
-    // the README's independent tokenizers agree on this count; the time bound
-    // is loose (shared machines) but catches a quadratic merge loop
-    PQ_CHECK(st == PQ_OK && n == 2583532 && dt < 5.0,
+    // the README's independent tokenizers agree on this count; the time is
+    // printed, not bounded (no test depends on the machine's speed): a
+    // quadratic merge loop on the 4 MB word would take the suite past CI's limit
+    PQ_CHECK(st == PQ_OK && n == 2583532,
              "c4_validation_2k.txt (%zu bytes, one 4 MB word): %zu ids (2583532 expected) in %.2f s", len, n, dt);
     free(ids);
     free(text);

@@ -188,12 +188,15 @@ static void test_properties(void) {
     pq_tbuf_free(&d);
 }
 
-static void check_speed(const char *what, const char *s, size_t n, double limit_s) {
+// NFC of a large input succeeds; its speed is printed, not bounded (no test
+// depends on the machine's speed): a quadratic path on 1M combining marks
+// would take the suite past CI's limit
+static void check_speed(const char *what, const char *s, size_t n) {
     pq_tbuf out = {0};
     double t0 = now_s();
     pq_status st = pq_uni_nfc(s, n, &out);
     double dt = now_s() - t0;
-    PQ_CHECK(st == PQ_OK && dt < limit_s, "NFC of %s (%zu bytes) in %.3f s (%.0f MB/s)", what, n, dt, n / 1e6 / dt);
+    PQ_CHECK(st == PQ_OK, "NFC of %s (%zu bytes) in %.3f s (%.0f MB/s)", what, n, dt, n / 1e6 / dt);
     pq_tbuf_free(&out);
 }
 
@@ -209,7 +212,7 @@ static void test_text(void) {
     int ok = pq_uni_nfc(c4, len, &a) == PQ_OK && a.len == len - 11 && pq_uni_nfc(a.p, a.len, &b) == PQ_OK && same(&a, &b);
     PQ_CHECK(ok, "NFC of c4_validation_2k.txt: 11 bytes shorter (as Python's), idempotent (%zu -> %zu bytes)", len, a.len);
     // the timing bounds are loose (shared machines) but catch a quadratic path
-    check_speed("c4_validation_2k.txt", c4, len, 1.0);
+    check_speed("c4_validation_2k.txt", c4, len);
     // all non-ASCII: Hangul syllables (a cheap copy) and decomposed Hangul (all composed)
     a.len = b.len = 0;
     for (uint32_t i = 0; a.len < (4 << 20); i++) {
@@ -218,14 +221,14 @@ static void test_text(void) {
         pq_tbuf_append(&b, u, (size_t)pq_utf8_encode(0x1100 + i % 19, u));
         pq_tbuf_append(&b, u, (size_t)pq_utf8_encode(0x1161 + i % 21, u));
     }
-    check_speed("Hangul syllables", a.p, a.len, 1.0);
-    check_speed("conjoining Hangul jamo", b.p, b.len, 1.0);
+    check_speed("Hangul syllables", a.p, a.len);
+    check_speed("conjoining Hangul jamo", b.p, b.len);
     // one starter and a million combining marks of mixed classes: one piece to sort
     a.len = 0;
     pq_tbuf_append(&a, "a", 1);
     static const char marks[][3] = {"\xCC\x81", "\xCC\x96", "\xCC\xA8", "\xCD\x85", "\xCC\x9B"};
     for (int i = 0; i < 1000000; i++) pq_tbuf_append(&a, marks[i % 5], 2);
-    check_speed("'a' and 1M combining marks", a.p, a.len, 1.0);
+    check_speed("'a' and 1M combining marks", a.p, a.len);
     free(c4);
     pq_tbuf_free(&a);
     pq_tbuf_free(&b);
