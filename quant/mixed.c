@@ -83,6 +83,40 @@ static double total_weights(const pq_mix_table *t) {
     return w;
 }
 
+void pq_mix_table_shape(pq_mix_table *t, const pq_model *m, int g_idx) {
+    int K = t->n_opts;
+    for (int u = 0; u < t->n_units; u++) {
+        int l = u / PQ_NGROUPS, g = u % PQ_NGROUPS;
+        const pq_input_group *grp = &PQ_INPUT_GROUPS[g];
+        t->unit[u] = (pq_mix_unit){l, g};
+        t->weights[u] = 0;
+        for (int k = 0; k < K; k++) t->bits[(size_t)u * K + k] = 0;
+        for (int i = 0; i < grp->n; i++) {
+            const pq_linear *L = pq_model_linear(m, l, grp->members[i]);
+            long long n = (long long)L->rows * L->cols, es = (long long)pq_dtype_size(pq_linear_dtype(L));
+            t->weights[u] += n;
+            for (int k = 0; k < K; k++) {
+                const pq_mix_option *o = &t->opt[k];
+                long long bytes = o->dense ? n * es
+                                           : pq_scheme_matrix_bytes(&o->scheme, L->rows, L->cols, (int)es) +
+                                                 (g_idx && o->scheme.group > 0 && o->scheme.group < L->cols
+                                                      ? 4LL * L->cols : 0);
+                t->bits[(size_t)u * K + k] += 8.0 * (double)bytes;
+            }
+        }
+    }
+}
+
+double pq_mix_least_bpw(const pq_mix_table *t) {
+    double least = 0;
+    for (int u = 0; u < t->n_units; u++) {
+        double m = INFINITY;
+        for (int k = 0; k < t->n_opts; k++) m = fmin(m, t->bits[(size_t)u * t->n_opts + k]);
+        least += m;
+    }
+    return least / total_weights(t);
+}
+
 void pq_mix_uniform(const pq_mix_table *t, int k, double *bpw, double *loss) {
     double b = 0, l = 0;
     for (int u = 0; u < t->n_units; u++) b += t->bits[(size_t)u * t->n_opts + k], l += t->loss[(size_t)u * t->n_opts + k];
@@ -94,12 +128,7 @@ void pq_mix_uniform(const pq_mix_table *t, int k, double *bpw, double *loss) {
 
 pq_status pq_mix_choose(const pq_mix_table *t, double target_bpw, int *choice, double *bpw, double *loss) {
     int U = t->n_units, K = t->n_opts, S = PQ_MIX_STEPS;
-    double budget = target_bpw * total_weights(t), least = 0;
-    for (int u = 0; u < U; u++) {
-        double m = INFINITY;
-        for (int k = 0; k < K; k++) m = fmin(m, t->bits[(size_t)u * K + k]);
-        least += m;
-    }
+    double budget = target_bpw * total_weights(t), least = pq_mix_least_bpw(t) * total_weights(t);
     PQ_FAIL_IF(least > budget, PQ_ERR_ARG, "--target-bpw %g: the menu's cheapest items take %.4f bits per weight",
                target_bpw, least / total_weights(t));
     // the budget above every unit's cheapest item, in S steps; an item costs its bits above the cheapest,

@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "calib/driver.h"
+#include "eval/model.h"
 #include "formats/scheme.h"
 
 #define PQ_MIX_MAX_MENU 16
@@ -63,7 +64,8 @@ typedef struct {
 } pq_mix_table;
 
 // A table for n_units units and n_opts items (arrays allocated; kl NAN,
-// the rest 0). Free with pq_mix_table_free.
+// the rest 0; pq_mix_table_shape fills units, weights and bits). Free with
+// pq_mix_table_free.
 pq_status pq_mix_table_init(pq_mix_table *t, int n_units, const pq_mix_option *opt, int n_opts);
 void pq_mix_table_free(pq_mix_table *t); // NULL-safe; leaves it zeroed
 
@@ -79,6 +81,14 @@ void pq_mix_table_free(pq_mix_table *t); // NULL-safe; leaves it zeroed
 // weight and predicted loss.
 #define PQ_MIX_STEPS 20000
 pq_status pq_mix_choose(const pq_mix_table *t, double target_bpw, int *choice, double *bpw, double *loss);
+
+// The units of model m (block l's input group g at l * PQ_NGROUPS + g), their
+// weights and the bits of every item (scales in the model's dtype; with
+// g_idx, 4 bytes per column more for grouped items: GPTQ's act-order).
+void pq_mix_table_shape(pq_mix_table *t, const pq_model *m, int g_idx);
+
+// The least bits per weight the menu allows (every unit on its cheapest item).
+double pq_mix_least_bpw(const pq_mix_table *t);
 
 // Bits per weight and predicted loss of the plan that puts every unit on
 // item k (a "uniform" point of the report's Pareto plot).

@@ -144,6 +144,10 @@ static pq_status check_mixed(const pq_quantize_request *q, const pq_resolved *o,
 pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_resolved *o) {
     memset(o, 0, sizeof *o);
     PQ_FAIL_IF(calibrate && q->scales, PQ_ERR_ARG, "--scales: pq calibrate writes a scales file, it does not read one");
+    PQ_FAIL_IF(q->rotate && strcmp(q->rotate, "none") && strcmp(q->rotate, "hadamard"), PQ_ERR_ARG,
+               "--rotate %s: not none or hadamard", q->rotate);
+    PQ_FAIL_IF(pq_request_rotates(q) && (calibrate || q->scales), PQ_ERR_ARG, "--rotate: %s", calibrate ?
+               "pq calibrate does not rotate" : "a --scales file was calibrated on the unrotated model");
     PQ_TRY(method_of(q, &o->m));
     o->name = o->m->name;
     const pq_scheme_args *a = &q->scheme;
@@ -158,10 +162,6 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
                    "--bits %d: only the weight-only integer schemes (w4a16, w8a16) take another width", a->bits);
         s->bits = a->bits;
     }
-    PQ_FAIL_IF(q->rotate && strcmp(q->rotate, "none") && strcmp(q->rotate, "hadamard"), PQ_ERR_ARG,
-               "--rotate %s: not none or hadamard", q->rotate);
-    PQ_FAIL_IF(pq_request_rotates(q) && (calibrate || q->scales), PQ_ERR_ARG, "--rotate: %s", calibrate ?
-               "pq calibrate does not rotate" : "a --scales file was calibrated on the unrotated model");
     PQ_FAIL_IF(q->zstd_level < 0 || q->zstd_level > 22, PQ_ERR_ARG, "zstd level %d not in 1..22", q->zstd_level);
     PQ_FAIL_IF(!q->model || !q->out, PQ_ERR_ARG, "a model and an output %s are required",
                calibrate ? "file" : "directory");

@@ -208,6 +208,11 @@ static pq_status plan_mixed(run *r) {
             opt[k].scheme.actorder = q->gptq.static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;
     const pq_config *c = &r->m->cfg;
     PQ_TRY(pq_mix_table_init(&r->mix, c->n_layers * PQ_NGROUPS, opt, n));
+    // GPTQ's act-order writes a g_idx for grouped weights (quant/gptq.h), static groups do not
+    pq_mix_table_shape(&r->mix, r->m, r->o.m == &PQ_METHOD_GPTQ && q->gptq.act_order && !q->gptq.static_groups);
+    double least = pq_mix_least_bpw(&r->mix); // before the measurement
+    PQ_FAIL_IF(least > q->target_bpw, PQ_ERR_ARG, "--target-bpw %g: the menu's cheapest items take %.4f bits per "
+               "weight", q->target_bpw, least);
     r->choice = calloc((size_t)r->mix.n_units, sizeof *r->choice);
     PQ_FAIL_IF(!r->choice, PQ_ERR_NOMEM, "out of memory");
     pq_gptq_params gp = pq_gptq_default_params();

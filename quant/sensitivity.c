@@ -59,16 +59,13 @@ static pq_gptq_params item_gptq(const pq_sens *s, const pq_mix_option *o) {
 }
 
 // Linear `slot` of block `layer` (its weight widened in s->w) with item k
-// into its qtensor; *err its output error, *bits what it takes in the file.
+// into its qtensor; *err its output error.
 static pq_status quantize_item(pq_sens *s, int layer, int slot, int k, const pq_linear *src, const pq_act_stats *st,
-                               const pq_gptq_hessian *h, double *err, double *bits) {
+                               const pq_gptq_hessian *h, double *err) {
     const pq_mix_option *o = &s->opt[k];
     pq_dtype dt = pq_linear_dtype(src);
-    if (o->dense) {
-        *err = 0;
-        *bits = 8.0 * (double)pq_dtype_size(dt) * src->rows * src->cols;
-        return PQ_OK;
-    }
+    *err = 0;
+    if (o->dense) return PQ_OK;
     char name[300];
     snprintf(name, sizeof name, "model.layers.%d.%s (%s)", layer, pq_linear_slot_name((pq_linear_slot)slot), o->name);
     pq_qtensor *q = qt_at(s, layer, slot, k);
@@ -84,8 +81,6 @@ static pq_status quantize_item(pq_sens *s, int layer, int slot, int k, const pq_
     pq_linear view = pq_qtensor_linear(q);
     double energy;
     pq_act_stats_output_sq(st, s->w, &view, s->ews, s->p.pool, err, &energy);
-    *bits = 8.0 * (double)(pq_scheme_matrix_bytes(&o->scheme, src->rows, src->cols, (int)pq_dtype_size(dt)) +
-                           (gidx ? 4LL * src->cols : 0));
     return PQ_OK;
 }
 
@@ -94,7 +89,6 @@ static pq_status sens_group(void *ud, int layer, int g, pq_layer *L, const pq_ac
     pq_mix_table *t = s->t;
     const pq_input_group *grp = &PQ_INPUT_GROUPS[g];
     int u = layer * PQ_NGROUPS + g;
-    t->unit[u] = (pq_mix_unit){layer, g};
     pq_gptq_hessian h;
     if (s->p.gptq) {
         char name[128];
@@ -107,12 +101,10 @@ static pq_status sens_group(void *ud, int layer, int g, pq_layer *L, const pq_ac
         PQ_FAIL_IF(src->fmt != PQ_W_DENSE, PQ_ERR_FORMAT, "model.layers.%d.%s is not a dense weight", layer,
                    pq_linear_slot_name((pq_linear_slot)slot));
         pq_linear_rows(src, 0, src->rows, s->w);
-        t->weights[u] += (long long)src->rows * src->cols;
         for (int k = 0; k < s->K; k++) {
-            double e = 0, b = 0;
-            PQ_TRY(quantize_item(s, layer, slot, k, src, st, &h, &e, &b));
+            double e;
+            PQ_TRY(quantize_item(s, layer, slot, k, src, st, &h, &e));
             t->err[(size_t)u * s->K + k] += e;
-            t->bits[(size_t)u * s->K + k] += b;
         }
     }
     return PQ_OK;

@@ -57,8 +57,8 @@ typedef struct {
 
 typedef struct pq_sens pq_sens;
 
-// Measures t (made by pq_mix_table_init for the menu, with units unset):
-// fills units, weights, bits, err, kl and loss. *out holds the quantized
+// Measures t (made by pq_mix_table_init for the menu and shaped by
+// pq_mix_table_shape): fills err, kl and loss. *out holds the quantized
 // linears for pq_sens_eval. Errors: those of the driver and the
 // quantizers (naming the linear), PQ_ERR_NOMEM.
 pq_status pq_sens_run(const pq_sens_params *p, pq_mix_table *t, pq_sens **out);
