@@ -3,9 +3,10 @@
 #include "formats/packed.h"
 
 #include <jansson.h>
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "formats/regex.h"
 
 // "version": the compressed-tensors release pq's output was last verified to
 // load in, bit for bit (tests/compat/run.sh).
@@ -103,6 +104,7 @@ pq_status pq_packed_config_json_groups(const char *src_json, size_t len, const c
 // ---- reading -----------------------------------------------------------
 
 #define QC "quantization_config"
+#define MAX_IGNORE_PROGRAM 32768 // the "re:" patterns of ignore, or of all targets, together (real lists: a few hundred)
 
 static const char *get_str(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
@@ -120,16 +122,20 @@ static pq_status parse_weights(json_t *w, const char *name, const char *grp, pq_
                "(weight quantization)", name, grp);
     json_t *nb = json_object_get(w, "num_bits"), *sym = json_object_get(w, "symmetric"),
            *gs = json_object_get(w, "group_size");
-    const char *type = get_str(w, "type"), *strategy = get_str(w, "strategy");
-    PQ_FAIL_IF(!json_is_integer(nb), PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.weights.num_bits must be an integer",
-               name, grp);
+    // absent fields take QuantizationArgs' defaults (num_bits 8, type "int",
+    // symmetric true); present ones must have the right JSON type
+    const char *type = is_null(json_object_get(w, "type")) ? "int" : get_str(w, "type"), *strategy = get_str(w, "strategy");
+    PQ_FAIL_IF(!is_null(nb) && !json_is_integer(nb), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights.num_bits must be an integer", name, grp);
     PQ_FAIL_IF(!type || (strcmp(type, "int") && strcmp(type, "float")), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.type must be \"int\" or \"float\"", name, grp);
+    PQ_FAIL_IF(!strategy && !is_null(json_object_get(w, "strategy")), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights.strategy must be a string or null", name, grp);
     PQ_FAIL_IF(!is_null(sym) && !json_is_boolean(sym), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.symmetric must be true or false", name, grp);
     PQ_FAIL_IF(!is_null(gs) && !json_is_integer(gs), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.group_size must be an integer or null", name, grp);
-    long long bits = json_integer_value(nb), group = is_null(gs) ? 0 : json_integer_value(gs);
+    long long bits = is_null(nb) ? 8 : json_integer_value(nb), group = is_null(gs) ? 0 : json_integer_value(gs);
     if (!strategy) strategy = is_null(gs) ? "tensor" : group == -1 ? "channel" : "group";
     s->is_float = strcmp(type, "float") == 0;
     s->sym = is_null(sym) || json_is_true(sym);
@@ -205,63 +211,80 @@ static pq_status parse_ignore(json_t *ign, const char *name, pq_packed_info *out
     if (is_null(ign)) return PQ_OK;
     PQ_FAIL_IF(!json_is_array(ign), PQ_ERR_FORMAT, "%s: " QC ".ignore must be a list of names", name);
     size_t n = json_array_size(ign);
+    long total = 0; // instructions of all patterns: what matching one character of a name costs
     out->ignore = calloc(n ? n : 1, sizeof *out->ignore);
-    PQ_FAIL_IF(!out->ignore, PQ_ERR_NOMEM, "%s: out of memory", name);
+    out->ignore_re = calloc(n ? n : 1, sizeof *out->ignore_re);
+    PQ_FAIL_IF(!out->ignore || !out->ignore_re, PQ_ERR_NOMEM, "%s: out of memory", name);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(ign, i);
         PQ_FAIL_IF(!json_is_string(v), PQ_ERR_FORMAT, "%s: " QC ".ignore[%zu] must be a string", name, i);
         const char *pat = json_string_value(v);
-        if (strncmp(pat, "re:", 3) == 0) {
-            regex_t re;
-            PQ_FAIL_IF(regcomp(&re, pat + 3, REG_EXTENDED | REG_NOSUB) != 0, PQ_ERR_FORMAT,
-                       "%s: " QC ".ignore[%zu]: bad pattern \"%s\"", name, i, pat);
-            regfree(&re);
-        }
+        size_t len = json_string_length(v);
+        PQ_FAIL_IF(strlen(pat) != len, PQ_ERR_FORMAT, "%s: " QC ".ignore[%zu] holds a NUL character", name, i);
         out->ignore[i] = strdup(pat);
         PQ_FAIL_IF(!out->ignore[i], PQ_ERR_NOMEM, "%s: out of memory", name);
         out->n_ignore = (int)i + 1;
+        if (strncmp(pat, "re:", 3) == 0) {
+            pq_status st = pq_regex_compile(pat + 3, len - 3, &out->ignore_re[i]);
+            if (st != PQ_OK) return pq_fail_context(st, "%s: " QC ".ignore[%zu]", name, i);
+            total += pq_regex_size(out->ignore_re[i]);
+            PQ_FAIL_IF(total > MAX_IGNORE_PROGRAM, PQ_ERR_FORMAT, "%s: " QC ".ignore: the patterns up to [%zu] compile "
+                       "to more than %d instructions", name, i, MAX_IGNORE_PROGRAM);
+        }
     }
     return PQ_OK;
 }
 
-// A group's targets: ["Linear"] alone (n_targets 0: every linear, the
-// common case), or module names / "re:" patterns / "Linear" into g.
-static pq_status parse_targets(json_t *targets, const char *name, const char *grp, pq_packed_group *g) {
+// A group's targets: module names / "re:" patterns (compiled into
+// g->targets_re, their instructions added to *total) / "Linear" into g.
+static pq_status parse_targets(json_t *targets, const char *name, const char *grp, pq_packed_group *g,
+                               long *total) {
     size_t n = json_array_size(targets);
     PQ_FAIL_IF(!json_is_array(targets) || n == 0, PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.targets must be a non-empty list", name, grp);
     g->targets = calloc(n, sizeof *g->targets);
-    PQ_FAIL_IF(!g->targets, PQ_ERR_NOMEM, "%s: out of memory", name);
+    g->targets_re = calloc(n, sizeof *g->targets_re);
+    PQ_FAIL_IF(!g->targets || !g->targets_re, PQ_ERR_NOMEM, "%s: out of memory", name);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(targets, i);
         const char *t = json_is_string(v) ? json_string_value(v) : NULL;
-        int ok = t && (!strcmp(t, "Linear") || !strncmp(t, "re:", 3) || !strncmp(t, "model.", 6) ||
-                       !strcmp(t, "lm_head"));
+        int ok = t && strlen(t) == json_string_length(v) &&
+                 (!strcmp(t, "Linear") || !strncmp(t, "re:", 3) || !strncmp(t, "model.", 6) || !strcmp(t, "lm_head"));
         PQ_FAIL_IF(!ok, PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.targets[%zu]: only \"Linear\", module names "
                    "(model.*, lm_head) and \"re:\" patterns are supported", name, grp, i);
-        if (!strncmp(t, "re:", 3)) {
-            regex_t re;
-            PQ_FAIL_IF(regcomp(&re, t + 3, REG_EXTENDED | REG_NOSUB) != 0, PQ_ERR_FORMAT,
-                       "%s: " QC ".config_groups.%s.targets[%zu]: bad pattern \"%s\"", name, grp, i, t);
-            regfree(&re);
-        }
         g->targets[i] = strdup(t);
         PQ_FAIL_IF(!g->targets[i], PQ_ERR_NOMEM, "%s: out of memory", name);
         g->n_targets = (int)i + 1;
+        if (!strncmp(t, "re:", 3)) {
+            pq_status st = pq_regex_compile(t + 3, strlen(t) - 3, &g->targets_re[i]);
+            if (st != PQ_OK) return pq_fail_context(st, "%s: " QC ".config_groups.%s.targets[%zu]", name, grp, i);
+            *total += pq_regex_size(g->targets_re[i]);
+            PQ_FAIL_IF(*total > MAX_IGNORE_PROGRAM, PQ_ERR_FORMAT, "%s: " QC ".config_groups: the target patterns "
+                       "up to %s.targets[%zu] compile to more than %d instructions", name, grp, i, MAX_IGNORE_PROGRAM);
+        }
     }
     return PQ_OK;
 }
 
 // One config group: its targets, weights, activations and format.
-static pq_status parse_group(json_t *g, const char *name, const char *grp, const char *format, pq_packed_group *out) {
+// A group's own format (compressed-tensors >= 0.10) must be the
+// checkpoint's, unless that is "mixed-precision" (then each group has one).
+static pq_status parse_group(json_t *g, const char *name, const char *grp, const char *format, pq_packed_group *out,
+                             long *total) {
     PQ_FAIL_IF(!json_is_object(g), PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s must be an object", name, grp);
-    PQ_TRY(parse_targets(json_object_get(g, "targets"), name, grp, out));
+    PQ_TRY(parse_targets(json_object_get(g, "targets"), name, grp, out, total));
     PQ_FAIL_IF(!is_null(json_object_get(g, "output_activations")), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.output_activations is not supported", name, grp);
+    json_t *gfmt = json_object_get(g, "format");
     const char *own = get_str(g, "format");
-    if (own) format = own;
-    PQ_FAIL_IF(!strcmp(format, "mixed-precision"), PQ_ERR_FORMAT,
+    PQ_FAIL_IF(!is_null(gfmt) && !own, PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.format must be a string", name,
+               grp);
+    int mixed = !strcmp(format, "mixed-precision");
+    PQ_FAIL_IF(mixed && !own, PQ_ERR_FORMAT,
                "%s: " QC ".format is \"mixed-precision\" but config_groups.%s has no \"format\"", name, grp);
+    PQ_FAIL_IF(!mixed && own && strcmp(own, format), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.format differs from " QC ".format \"%s\"", name, grp, format);
+    if (own) format = own;
     PQ_TRY(parse_weights(json_object_get(g, "weights"), name, grp, &out->scheme));
     PQ_TRY(parse_inputs(json_object_get(g, "input_activations"), name, grp, &out->scheme.act));
     PQ_TRY(classify(name, format, &out->scheme));
@@ -276,9 +299,14 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     PQ_FAIL_IF(!method || strcmp(method, "compressed-tensors"), PQ_ERR_FORMAT,
                "%s: " QC ".quant_method \"%s\" is not supported (compressed-tensors)", name,
                method ? method : "(missing)");
-    PQ_FAIL_IF(!format, PQ_ERR_FORMAT, "%s: " QC ".format is missing", name);
+    PQ_FAIL_IF(!format, PQ_ERR_FORMAT, "%s: " QC ".format is missing or not a string", name);
+    PQ_FAIL_IF(!status && !is_null(json_object_get(qc, "quantization_status")), PQ_ERR_FORMAT,
+               "%s: " QC ".quantization_status must be a string", name);
     PQ_FAIL_IF(status && strcmp(status, "compressed"), PQ_ERR_FORMAT,
                "%s: " QC ".quantization_status \"%s\": the weights are not compressed", name, status);
+    // transforms (Hadamard / SpinQuant rotations) change what the weights mean
+    PQ_FAIL_IF(!is_empty(json_object_get(qc, "transform_config")), PQ_ERR_FORMAT,
+               "%s: " QC ".transform_config is not supported (the weights are rotated)", name);
     PQ_FAIL_IF(!is_null(json_object_get(qc, "kv_cache_scheme")), PQ_ERR_FORMAT,
                "%s: " QC ".kv_cache_scheme is not supported", name);
     json_t *sp = json_object_get(qc, "sparsity_config");
@@ -293,9 +321,10 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     PQ_FAIL_IF(!out->groups, PQ_ERR_NOMEM, "%s: out of memory", name);
     const char *grp;
     json_t *g;
+    long total = 0;
     json_object_foreach(groups, grp, g) {
         out->n_groups++; // counted first: pq_packed_info_free frees a partly parsed group
-        PQ_TRY(parse_group(g, name, grp, format, &out->groups[out->n_groups - 1]));
+        PQ_TRY(parse_group(g, name, grp, format, &out->groups[out->n_groups - 1], &total));
     }
     out->scheme = out->groups[0].scheme;
     snprintf(out->format, sizeof out->format, "%s", format);
@@ -304,6 +333,7 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     if (out->n_groups == 1 && g0->n_targets == 1 && !strcmp(g0->targets[0], "Linear")) { // every linear, one scheme
         free(g0->targets[0]);
         free(g0->targets);
+        free(g0->targets_re);
         free(out->groups);
         out->groups = NULL;
         out->n_groups = 0;
@@ -326,31 +356,33 @@ pq_status pq_packed_info_parse(const char *json, size_t len, const char *name, p
 
 void pq_packed_info_free(pq_packed_info *info) {
     if (!info) return;
-    for (int i = 0; i < info->n_ignore; i++) free(info->ignore[i]);
+    for (int i = 0; i < info->n_ignore; i++) {
+        free(info->ignore[i]);
+        pq_regex_free(info->ignore_re[i]);
+    }
     free(info->ignore);
     for (int g = 0; g < info->n_groups; g++) {
-        for (int i = 0; i < info->groups[g].n_targets; i++) free(info->groups[g].targets[i]);
+        for (int i = 0; i < info->groups[g].n_targets; i++) {
+            free(info->groups[g].targets[i]);
+            pq_regex_free(info->groups[g].targets_re[i]);
+        }
         free(info->groups[g].targets);
+        free(info->groups[g].targets_re);
     }
     free(info->groups);
+    free(info->ignore_re);
     memset(info, 0, sizeof *info);
 }
 
-// Whether module matches pattern: an exact name, or a "re:" pattern matching
-// from its start.
-static int name_matches(const char *pat, const char *module) {
-    if (strncmp(pat, "re:", 3) != 0) return strcmp(pat, module) == 0;
-    regex_t re;
-    regmatch_t m;
-    if (regcomp(&re, pat + 3, REG_EXTENDED) != 0) return 0; // validated when parsed
-    int hit = regexec(&re, module, 1, &m, 0) == 0 && m.rm_so == 0;
-    regfree(&re);
-    return hit;
+// Whether module matches pattern pat: an exact name, or re (its compiled
+// "re:" pattern) matching from its start.
+static int name_matches(const char *pat, pq_regex *re, const char *module) {
+    return re ? pq_regex_match(re, module, strlen(module)) : strcmp(pat, module) == 0;
 }
 
 int pq_packed_ignored(const pq_packed_info *info, const char *module) {
     for (int i = 0; i < info->n_ignore; i++)
-        if (name_matches(info->ignore[i], module)) return 1;
+        if (name_matches(info->ignore[i], info->ignore_re[i], module)) return 1;
     return 0;
 }
 
@@ -358,7 +390,8 @@ const pq_scheme *pq_packed_scheme_of(const pq_packed_info *info, const char *mod
     if (!info->groups) return &info->scheme;
     for (int g = 0; g < info->n_groups; g++)
         for (int i = 0; i < info->groups[g].n_targets; i++)
-            if (strcmp(info->groups[g].targets[i], "Linear") && name_matches(info->groups[g].targets[i], module))
+            if (strcmp(info->groups[g].targets[i], "Linear") &&
+                name_matches(info->groups[g].targets[i], info->groups[g].targets_re[i], module))
                 return &info->groups[g].scheme;
     for (int g = 0; g < info->n_groups; g++)
         for (int i = 0; i < info->groups[g].n_targets; i++)
