@@ -65,7 +65,7 @@ typedef struct {
     pq_scheme scheme;
     char format[32];    // the group's compressed-tensors format
     char **targets;     // module names, "re:" patterns or "Linear" (owned)
-    pq_regex **targets_re; // the compiled "re:" patterns, NULL for the others (owned)
+    pq_regex **targets_re; // the compiled "re:" patterns, NULL for the others (owned; NULL: names only)
     int n_targets;
 } pq_packed_group;
 
@@ -74,7 +74,8 @@ typedef struct {
     pq_scheme scheme;   // what its (first) config group describes
     char format[32];    // "pack-quantized", ... ("mixed-precision": each group says)
     char **ignore;      // module names or "re:" patterns (owned)
-    pq_regex **ignore_re; // the compiled "re:" patterns, NULL for names (owned)
+    pq_regex **ignore_re; // the compiled "re:" patterns, NULL for names (owned; NULL: names only, as
+                          // quant/checkpoint.c builds a plan)
     int n_ignore;
     pq_packed_group *groups; // several config groups or targets other than ["Linear"] (owned); else NULL:
     int n_groups;            // the one group targets every linear with `scheme`

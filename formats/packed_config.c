@@ -358,13 +358,13 @@ void pq_packed_info_free(pq_packed_info *info) {
     if (!info) return;
     for (int i = 0; i < info->n_ignore; i++) {
         free(info->ignore[i]);
-        pq_regex_free(info->ignore_re[i]);
+        if (info->ignore_re) pq_regex_free(info->ignore_re[i]);
     }
     free(info->ignore);
     for (int g = 0; g < info->n_groups; g++) {
         for (int i = 0; i < info->groups[g].n_targets; i++) {
             free(info->groups[g].targets[i]);
-            pq_regex_free(info->groups[g].targets_re[i]);
+            if (info->groups[g].targets_re) pq_regex_free(info->groups[g].targets_re[i]);
         }
         free(info->groups[g].targets);
         free(info->groups[g].targets_re);
@@ -382,7 +382,7 @@ static int name_matches(const char *pat, pq_regex *re, const char *module) {
 
 int pq_packed_ignored(const pq_packed_info *info, const char *module) {
     for (int i = 0; i < info->n_ignore; i++)
-        if (name_matches(info->ignore[i], info->ignore_re[i], module)) return 1;
+        if (name_matches(info->ignore[i], info->ignore_re ? info->ignore_re[i] : NULL, module)) return 1;
     return 0;
 }
 
@@ -391,7 +391,8 @@ const pq_scheme *pq_packed_scheme_of(const pq_packed_info *info, const char *mod
     for (int g = 0; g < info->n_groups; g++)
         for (int i = 0; i < info->groups[g].n_targets; i++)
             if (strcmp(info->groups[g].targets[i], "Linear") &&
-                name_matches(info->groups[g].targets[i], info->groups[g].targets_re[i], module))
+                name_matches(info->groups[g].targets[i], info->groups[g].targets_re ? info->groups[g].targets_re[i] : NULL,
+                             module))
                 return &info->groups[g].scheme;
     for (int g = 0; g < info->n_groups; g++)
         for (int i = 0; i < info->groups[g].n_targets; i++)
