@@ -121,8 +121,8 @@ static void err_chunk(void *ctx, int ci, int tid) {
     j->den[ci] = den;
 }
 
-double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws,
-                                 pq_pool *pool) {
+void pq_act_stats_output_sq(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws, pq_pool *pool,
+                            double *err, double *energy) {
     int chunks = (wq->rows + ROWS - 1) / ROWS;
     err_job j = {s, w, wq, ws, NULL, NULL};
     j.num = (double *)((char *)ws + (size_t)pq_pool_size(pool) * 4 * ROWS * s->cols * sizeof(float));
@@ -130,5 +130,12 @@ double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq
     pq_pool_for(pool, chunks, err_chunk, &j);
     double num = 0, den = 0;
     for (int i = 0; i < chunks; i++) num += j.num[i], den += j.den[i];
+    *err = num, *energy = den;
+}
+
+double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws,
+                                 pq_pool *pool) {
+    double num, den;
+    pq_act_stats_output_sq(s, w, wq, ws, pool, &num, &den);
     return den > 0 ? num / den : 0;
 }

@@ -57,5 +57,9 @@ void pq_act_stats_finish(pq_act_stats *s);
 size_t pq_act_stats_error_bytes(int rows, int cols, int nthreads);
 double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws,
                                  pq_pool *pool);
+// The two terms of that ratio: *err = tr(dW xtx dW^T) = ||W X^T - Wq X^T||^2,
+// *energy = tr(W xtx W^T) (same order of summation, same workspace).
+void pq_act_stats_output_sq(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws, pq_pool *pool,
+                            double *err, double *energy);
 
 #endif

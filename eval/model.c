@@ -87,7 +87,8 @@ static pq_status load_packed(pq_model *m, const char *module, int rows, int cols
 // The linear `module` ("lm_head", "model.layers.3.mlp.up_proj"): quantized
 // when the checkpoint is packed and does not ignore it, else dense.
 static pq_status load_linear(pq_model *m, const char *module, int rows, int cols, pq_linear *lin) {
-    if (m->quant.quantized && !pq_packed_ignored(&m->quant, module)) return load_packed(m, module, rows, cols, lin);
+    if (m->quant.quantized && !pq_packed_ignored(&m->quant, module) && pq_packed_scheme_of(&m->quant, module))
+        return load_packed(m, module, rows, cols, lin);
     char name[256];
     snprintf(name, sizeof name, "%s.weight", module);
     const pq_tensor *t;
@@ -267,6 +268,32 @@ done:
     return s;
 }
 
+pq_status pq_model_open_view(const char *name, char *config_json, pq_st *st, void *weights, pq_model **out) {
+    *out = NULL;
+    pq_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(config_json);
+        pq_st_close(st);
+        pq_free(weights);
+        return PQ_FAIL(PQ_ERR_NOMEM, "out of memory");
+    }
+    m->config_json = config_json, m->st = st, m->owned_weights = weights;
+    snprintf(m->dir, sizeof m->dir, "%s", name);
+    pq_status s;
+    size_t len = strlen(config_json);
+    PQ_TRY_GOTO(s, pq_config_parse(config_json, len, name, &m->cfg));
+    PQ_TRY_GOTO(s, pq_packed_info_parse(config_json, len, name, &m->quant));
+    m->used = calloc((size_t)pq_st_count(m->st) + 1, 1);
+    PQ_CHECK_GOTO(!m->used, s, PQ_ERR_NOMEM, "%s: out of memory", name);
+    PQ_TRY_GOTO(s, load_all(m));
+    PQ_TRY_GOTO(s, check_accounted(m));
+    *out = m;
+    return PQ_OK;
+done:
+    pq_model_free(m);
+    return s;
+}
+
 void pq_model_free(pq_model *m) {
     if (!m) return;
     if (m->layers) {
@@ -278,6 +305,7 @@ void pq_model_free(pq_model *m) {
         free(m->layers);
     }
     pq_free(m->owned_weights);
+    free(m->config_json);
     for (int i = 0; i < m->n_owned; i++) pq_free(m->owned[i]);
     free(m->owned);
     pq_packed_info_free(&m->quant);

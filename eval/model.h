@@ -44,6 +44,7 @@ typedef struct {
     pq_layer *layers;            // [n_layers]
     size_t weight_bytes;         // bytes of all tensors as stored
     void *owned_weights;         // weights built in memory, freed with the model (NULL for files)
+    char *config_json;           // a model opened from a view: its config.json text (owned), else NULL
     pq_packed_info quant;        // quant.quantized: a compressed-tensors checkpoint, its scheme
     void **owned;                // scales / zero points of quantized linears (pq_free each)
     int n_owned, cap_owned;
@@ -62,6 +63,13 @@ typedef struct {
 // tied embeddings (both shape-checked).
 pq_status pq_model_open(const char *dir, pq_model **out);
 void pq_model_free(pq_model *m); // NULL-safe
+
+// Opens a model over tensors already in memory (quant/rotate.h's rotated
+// model): config_json (malloc'd text) describes it, st holds its tensors,
+// weights is the pq_alloc'd memory their data lives in (or NULL). The model
+// takes all three, on error too (they are freed then); `name` stands for the
+// directory in messages. Errors as pq_model_open's.
+pq_status pq_model_open_view(const char *name, char *config_json, pq_st *st, void *weights, pq_model **out);
 
 // PQ_ERR_NUMERIC naming the first tensor of m's files (in file order) that
 // holds a NaN or Inf -- F32/F16/BF16/F64 weights, FP8 E4M3/E5M2 codes -- and

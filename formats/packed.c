@@ -249,9 +249,8 @@ static pq_status check_shape_tensor(const pq_st *st, const char *module, int row
     return PQ_OK;
 }
 
-static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const char *module, pq_linear *L,
+static pq_status load_qpack(const pq_st *st, const pq_scheme *s, const char *module, pq_linear *L,
                             pq_packed_owned *own) {
-    const pq_scheme *s = &info->scheme;
     char name[NAME_CAP];
     int rows = L->rows, cols = L->cols, bits = s->bits;
     int group = s->group > 0 && s->group < cols ? s->group : cols, ng = pq_qpack_ngroups(cols, group);
@@ -308,9 +307,9 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
     return PQ_OK;
 }
 
-static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const char *module, pq_linear *L,
+static pq_status load_bytes(const pq_st *st, const pq_scheme *s, const char *module, pq_linear *L,
                             pq_packed_owned *own) {
-    int fp8 = info->scheme.is_float, per_tensor = info->scheme.group == PQ_GROUP_TENSOR;
+    int fp8 = s->is_float, per_tensor = s->group == PQ_GROUP_TENSOR;
     char name[NAME_CAP];
     int64_t shape[2] = {L->rows, L->cols};
     const pq_tensor *t;
@@ -324,12 +323,12 @@ static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const c
     if (fp8) L->f8 = (pq_fp8_weight){L->rows, L->cols, t->data, scales, !per_tensor};
     else L->i8 = (pq_int8_weight){L->rows, L->cols, t->data, scales};
     // input_activations: dynamic per token or static per tensor (the kernels of kernels/w8a8.h)
-    pq_act_quant act = info->scheme.act;
+    pq_act_quant act = s->act;
     if (act == PQ_ACT_NONE) return PQ_OK;
     PQ_FAIL_IF(L->cols > PQ_W8A8_MAX_COLS, PQ_ERR_FORMAT, "%s: %d input features: W8A8 sums are exact in int32 for "
                "at most %d", module, L->cols, PQ_W8A8_MAX_COLS);
     L->act.type = act == PQ_ACT_INT8_TOKEN || act == PQ_ACT_INT8_TENSOR ? PQ_ACTQ_INT8 : PQ_ACTQ_FP8;
-    if (!pq_scheme_act_static(&info->scheme)) return PQ_OK;
+    if (!pq_scheme_act_static(s)) return PQ_OK;
     float *in;
     PQ_TRY(load_scales(st, module, "input_scale", 1, 1, 1, &in, own));
     L->act.static_scale = in[0];
@@ -343,8 +342,10 @@ pq_status pq_packed_load(const pq_st *st, const pq_packed_info *info, const char
                          pq_linear *out, pq_packed_owned *own) {
     memset(own, 0, sizeof *own);
     pq_linear L = {.rows = rows, .cols = cols};
-    pq_status s = pq_scheme_wformat(&info->scheme) == PQ_W_QPACK ? load_qpack(st, info, module, &L, own)
-                                                                  : load_bytes(st, info, module, &L, own);
+    const pq_scheme *sc = pq_packed_scheme_of(info, module);
+    PQ_FAIL_IF(!sc, PQ_ERR_ARG, "%s: no config group targets it", module);
+    pq_status s = pq_scheme_wformat(sc) == PQ_W_QPACK ? load_qpack(st, sc, module, &L, own)
+                                                      : load_bytes(st, sc, module, &L, own);
     if (s != PQ_OK) {
         for (int i = 0; i < PQ_PACKED_MAX_OWNED; i++) pq_free(own->p[i]);
         memset(own, 0, sizeof *own);

@@ -56,20 +56,36 @@
 
 // ---- quantization_config (formats/packed_config.c) ----------------------
 
+// One config group of a checkpoint whose linears do not all share a scheme
+// (pq quantize --target-bpw): the scheme and the modules it targets. vLLM
+// and compressed-tensors match a module by its exact name or a "re:"
+// pattern first, then by class ("Linear"); a linear no group targets, or
+// one in "ignore", is not quantized.
+typedef struct {
+    pq_scheme scheme;
+    char format[32];    // the group's compressed-tensors format
+    char **targets;     // module names, "re:" patterns or "Linear" (owned)
+    pq_regex **targets_re; // the compiled "re:" patterns, NULL for the others (owned; NULL: names only)
+    int n_targets;
+} pq_packed_group;
+
 typedef struct {
     int quantized;      // config.json has a quantization_config
-    pq_scheme scheme;   // what its single config group describes
-    char format[32];    // "pack-quantized", ...
+    pq_scheme scheme;   // what its (first) config group describes
+    char format[32];    // "pack-quantized", ... ("mixed-precision": each group says)
     char **ignore;      // module names or "re:" patterns (owned)
-    pq_regex **ignore_re; // the compiled "re:" patterns, NULL for names (owned)
+    pq_regex **ignore_re; // the compiled "re:" patterns, NULL for names (owned; NULL: names only, as
+                          // quant/checkpoint.c builds a plan)
     int n_ignore;
+    pq_packed_group *groups; // several config groups or targets other than ["Linear"] (owned); else NULL:
+    int n_groups;            // the one group targets every linear with `scheme`
 } pq_packed_info;
 
 // Parses config.json text (`name` prefixes messages). Without a
 // quantization_config, out->quantized is 0. A quantization_config pq cannot
-// run (another quant_method or format, several config groups, targets other
-// than ["Linear"], asymmetric activations, a kv_cache_scheme, bits other
-// than 4/8, ...) is PQ_ERR_FORMAT naming the field. Free with
+// run (another quant_method or format, targets that are not module names,
+// "re:" patterns or "Linear", asymmetric activations, a kv_cache_scheme,
+// bits other than 2..8, ...) is PQ_ERR_FORMAT naming the field. Free with
 // pq_packed_info_free.
 pq_status pq_packed_info_parse(const char *json, size_t len, const char *name, pq_packed_info *out);
 void pq_packed_info_free(pq_packed_info *info); // NULL-safe; leaves it zeroed
@@ -81,11 +97,25 @@ void pq_packed_info_free(pq_packed_info *info); // NULL-safe; leaves it zeroed
 // when the config is parsed).
 int pq_packed_ignored(const pq_packed_info *info, const char *module);
 
+// The scheme of a linear module (ignore not consulted): info->scheme for a
+// single ["Linear"] group; else the first group with a target naming it
+// (exactly or by "re:" pattern), else the first targeting "Linear", else
+// NULL (the module is not quantized). Borrowed from info.
+const pq_scheme *pq_packed_scheme_of(const pq_packed_info *info, const char *module);
+
 // config.json for the packed checkpoint: the source's config.json text with
 // "quantization_config" for scheme s set ("ignore": ["lm_head"] unless
 // quantize_head). *out is malloc'd NUL-terminated JSON.
 pq_status pq_packed_config_json(const char *src_json, size_t len, const char *name, const pq_scheme *s,
                                 int quantize_head, char **out);
+
+// The same for several groups ("group_0", ... in order; each group's
+// targets as given) and an explicit ignore list. The "format" is the
+// groups' when they share one, else "mixed-precision" with each group's
+// own "format".
+pq_status pq_packed_config_json_groups(const char *src_json, size_t len, const char *name,
+                                       const pq_packed_group *groups, int n_groups, char *const *ignore,
+                                       int n_ignore, char **out);
 
 // ---- tensors of one quantized linear (formats/packed.c) -----------------
 

@@ -16,9 +16,10 @@ static const char *const FORMATS[] = {"pack-quantized", "int-quantized", "float-
 
 // ---- writing -----------------------------------------------------------
 
-// QuantizationArgs / QuantizationConfig with every field compressed-tensors
+// QuantizationScheme {input_activations, output_activations, targets,
+// weights} of scheme s (targets stolen), with every field compressed-tensors
 // serializes; the file is written with sorted keys, as transformers does.
-static json_t *quant_config_json(const pq_scheme *s, int quantize_head) {
+static json_t *scheme_json(const pq_scheme *s, json_t *targets) {
     const char *strategy = s->group > 0 ? "group" : s->group == PQ_GROUP_TENSOR ? "tensor" : "channel";
     static const char *const ACTORDER[] = {NULL, "group", "weight"};
     json_t *w = json_pack("{s:o, s:o, s:b, s:o, s:i, s:s, s:{}, s:s, s:b, s:s}",
@@ -37,25 +38,29 @@ static json_t *quant_config_json(const pq_scheme *s, int quantize_head) {
                                  "group_size", json_null(), "num_bits", 8,
                                  "observer", stat ? json_string("minmax") : json_null(), "observer_kwargs",
                                  "strategy", stat ? "tensor" : "token", "symmetric", 1, "type", fp8 ? "float" : "int");
-    json_t *ignore = quantize_head ? json_array() : json_pack("[s]", "lm_head");
-    return json_pack("{s:{s:{s:o, s:o, s:[s], s:o}}, s:s, s:o, s:o, s:o, s:s, s:s, s:{}, s:{}, s:s}",
-                     "config_groups", "group_0", "input_activations", in, "output_activations", json_null(),
-                     "targets", "Linear", "weights", w,
-                     "format", pq_scheme_format(s), "global_compression_ratio", json_null(),
+    return json_pack("{s:o, s:o, s:o, s:o}", "input_activations", in, "output_activations", json_null(), "targets",
+                     targets, "weights", w);
+}
+
+// QuantizationConfig around its config groups (stolen).
+static json_t *quant_config_json(json_t *groups, const char *format, json_t *ignore) {
+    return json_pack("{s:o, s:s, s:o, s:o, s:o, s:s, s:s, s:{}, s:{}, s:s}",
+                     "config_groups", groups, "format", format, "global_compression_ratio", json_null(),
                      "ignore", ignore, "kv_cache_scheme", json_null(),
                      "quant_method", "compressed-tensors", "quantization_status", "compressed",
                      "sparsity_config", "transform_config", "version", PQ_CT_VERSION);
 }
 
-pq_status pq_packed_config_json(const char *src_json, size_t len, const char *name, const pq_scheme *s,
-                                int quantize_head, char **out) {
+// src_json with "quantization_config" set to qc (stolen) into *out.
+static pq_status set_quant_config(const char *src_json, size_t len, const char *name, json_t *qc, char **out) {
     *out = NULL;
     json_error_t err;
     json_t *root = json_loadb(src_json, len, 0, &err);
+    if (!root) json_decref(qc);
     PQ_FAIL_IF(!root, PQ_ERR_FORMAT, "%s: invalid JSON at line %d: %s", name, err.line, err.text);
     pq_status st = PQ_OK;
+    if (!json_is_object(root)) json_decref(qc);
     PQ_CHECK_GOTO(!json_is_object(root), st, PQ_ERR_FORMAT, "%s: not a JSON object", name);
-    json_t *qc = quant_config_json(s, quantize_head);
     PQ_CHECK_GOTO(!qc || json_object_set_new(root, "quantization_config", qc) != 0, st, PQ_ERR_NOMEM,
                   "%s: out of memory", name);
     *out = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -65,10 +70,41 @@ done:
     return st;
 }
 
+pq_status pq_packed_config_json(const char *src_json, size_t len, const char *name, const pq_scheme *s,
+                                int quantize_head, char **out) {
+    json_t *ignore = quantize_head ? json_array() : json_pack("[s]", "lm_head");
+    json_t *qc = quant_config_json(json_pack("{s:o}", "group_0", scheme_json(s, json_pack("[s]", "Linear"))),
+                                   pq_scheme_format(s), ignore);
+    return set_quant_config(src_json, len, name, qc, out);
+}
+
+pq_status pq_packed_config_json_groups(const char *src_json, size_t len, const char *name,
+                                       const pq_packed_group *groups, int n_groups, char *const *ignore,
+                                       int n_ignore, char **out) {
+    int same = 1;
+    for (int g = 1; g < n_groups; g++) same &= strcmp(groups[g].format, groups[0].format) == 0;
+    json_t *obj = json_object(), *ign = json_array();
+    for (int g = 0; obj && g < n_groups; g++) {
+        json_t *targets = json_array();
+        for (int i = 0; targets && i < groups[g].n_targets; i++)
+            json_array_append_new(targets, json_string(groups[g].targets[i]));
+        json_t *grp = scheme_json(&groups[g].scheme, targets);
+        if (grp && !same) json_object_set_new(grp, "format", json_string(groups[g].format));
+        char key[32];
+        snprintf(key, sizeof key, "group_%d", g);
+        json_object_set_new(obj, key, grp);
+    }
+    for (int i = 0; ign && i < n_ignore; i++) json_array_append_new(ign, json_string(ignore[i]));
+    json_t *qc = obj && ign ? quant_config_json(obj, same && n_groups ? groups[0].format : "mixed-precision", ign)
+                            : NULL;
+    if (!qc) json_decref(obj), json_decref(ign);
+    return set_quant_config(src_json, len, name, qc, out);
+}
+
 // ---- reading -----------------------------------------------------------
 
 #define QC "quantization_config"
-#define MAX_IGNORE_PROGRAM 32768 // all "re:" patterns together (real lists: a few hundred)
+#define MAX_IGNORE_PROGRAM 32768 // the "re:" patterns of ignore, or of all targets, together (real lists: a few hundred)
 
 static const char *get_str(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
@@ -199,6 +235,63 @@ static pq_status parse_ignore(json_t *ign, const char *name, pq_packed_info *out
     return PQ_OK;
 }
 
+// A group's targets: module names / "re:" patterns (compiled into
+// g->targets_re, their instructions added to *total) / "Linear" into g.
+static pq_status parse_targets(json_t *targets, const char *name, const char *grp, pq_packed_group *g,
+                               long *total) {
+    size_t n = json_array_size(targets);
+    PQ_FAIL_IF(!json_is_array(targets) || n == 0, PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.targets must be a non-empty list", name, grp);
+    g->targets = calloc(n, sizeof *g->targets);
+    g->targets_re = calloc(n, sizeof *g->targets_re);
+    PQ_FAIL_IF(!g->targets || !g->targets_re, PQ_ERR_NOMEM, "%s: out of memory", name);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(targets, i);
+        const char *t = json_is_string(v) ? json_string_value(v) : NULL;
+        int ok = t && strlen(t) == json_string_length(v) &&
+                 (!strcmp(t, "Linear") || !strncmp(t, "re:", 3) || !strncmp(t, "model.", 6) || !strcmp(t, "lm_head"));
+        PQ_FAIL_IF(!ok, PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.targets[%zu]: only \"Linear\", module names "
+                   "(model.*, lm_head) and \"re:\" patterns are supported", name, grp, i);
+        g->targets[i] = strdup(t);
+        PQ_FAIL_IF(!g->targets[i], PQ_ERR_NOMEM, "%s: out of memory", name);
+        g->n_targets = (int)i + 1;
+        if (!strncmp(t, "re:", 3)) {
+            pq_status st = pq_regex_compile(t + 3, strlen(t) - 3, &g->targets_re[i]);
+            if (st != PQ_OK) return pq_fail_context(st, "%s: " QC ".config_groups.%s.targets[%zu]", name, grp, i);
+            *total += pq_regex_size(g->targets_re[i]);
+            PQ_FAIL_IF(*total > MAX_IGNORE_PROGRAM, PQ_ERR_FORMAT, "%s: " QC ".config_groups: the target patterns "
+                       "up to %s.targets[%zu] compile to more than %d instructions", name, grp, i, MAX_IGNORE_PROGRAM);
+        }
+    }
+    return PQ_OK;
+}
+
+// One config group: its targets, weights, activations and format.
+// A group's own format (compressed-tensors >= 0.10) must be the
+// checkpoint's, unless that is "mixed-precision" (then each group has one).
+static pq_status parse_group(json_t *g, const char *name, const char *grp, const char *format, pq_packed_group *out,
+                             long *total) {
+    PQ_FAIL_IF(!json_is_object(g), PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s must be an object", name, grp);
+    PQ_TRY(parse_targets(json_object_get(g, "targets"), name, grp, out, total));
+    PQ_FAIL_IF(!is_null(json_object_get(g, "output_activations")), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.output_activations is not supported", name, grp);
+    json_t *gfmt = json_object_get(g, "format");
+    const char *own = get_str(g, "format");
+    PQ_FAIL_IF(!is_null(gfmt) && !own, PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.format must be a string", name,
+               grp);
+    int mixed = !strcmp(format, "mixed-precision");
+    PQ_FAIL_IF(mixed && !own, PQ_ERR_FORMAT,
+               "%s: " QC ".format is \"mixed-precision\" but config_groups.%s has no \"format\"", name, grp);
+    PQ_FAIL_IF(!mixed && own && strcmp(own, format), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.format differs from " QC ".format \"%s\"", name, grp, format);
+    if (own) format = own;
+    PQ_TRY(parse_weights(json_object_get(g, "weights"), name, grp, &out->scheme));
+    PQ_TRY(parse_inputs(json_object_get(g, "input_activations"), name, grp, &out->scheme.act));
+    PQ_TRY(classify(name, format, &out->scheme));
+    snprintf(out->format, sizeof out->format, "%s", format);
+    return PQ_OK;
+}
+
 static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     PQ_FAIL_IF(!json_is_object(qc), PQ_ERR_FORMAT, "%s: " QC " must be an object", name);
     const char *method = get_str(qc, "quant_method"), *format = get_str(qc, "format"),
@@ -221,27 +314,30 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     PQ_FAIL_IF(!is_empty(sp) && !(sp_fmt && strcmp(sp_fmt, "dense") == 0), PQ_ERR_FORMAT,
                "%s: " QC ".sparsity_config is not supported", name);
     json_t *groups = json_object_get(qc, "config_groups");
-    PQ_FAIL_IF(!json_is_object(groups) || json_object_size(groups) != 1, PQ_ERR_FORMAT,
-               "%s: " QC ".config_groups must hold exactly one group", name);
-    const char *grp = json_object_iter_key(json_object_iter(groups));
-    json_t *g = json_object_get(groups, grp), *targets = json_object_get(g, "targets");
-    PQ_FAIL_IF(!json_is_object(g), PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s must be an object", name, grp);
-    PQ_FAIL_IF(!json_is_array(targets) || json_array_size(targets) != 1 ||
-                   !json_is_string(json_array_get(targets, 0)) ||
-                   strcmp(json_string_value(json_array_get(targets, 0)), "Linear"),
-               PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.targets: only [\"Linear\"] is supported", name, grp);
-    PQ_FAIL_IF(!is_null(json_object_get(g, "output_activations")), PQ_ERR_FORMAT,
-               "%s: " QC ".config_groups.%s.output_activations is not supported", name, grp);
-    // a scheme's own format (compressed-tensors >= 0.10) must be the one the
-    // tensors are read as
-    json_t *gfmt = json_object_get(g, "format");
-    PQ_FAIL_IF(!is_null(gfmt) && (!json_is_string(gfmt) || strcmp(json_string_value(gfmt), format)), PQ_ERR_FORMAT,
-               "%s: " QC ".config_groups.%s.format differs from " QC ".format \"%s\"", name, grp, format);
-    PQ_TRY(parse_weights(json_object_get(g, "weights"), name, grp, &out->scheme));
-    PQ_TRY(parse_inputs(json_object_get(g, "input_activations"), name, grp, &out->scheme.act));
-    PQ_TRY(classify(name, format, &out->scheme));
+    size_t ng = json_object_size(groups);
+    PQ_FAIL_IF(!json_is_object(groups) || ng == 0 || ng > 4096, PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups must hold 1 to 4096 groups", name);
+    out->groups = calloc(ng, sizeof *out->groups);
+    PQ_FAIL_IF(!out->groups, PQ_ERR_NOMEM, "%s: out of memory", name);
+    const char *grp;
+    json_t *g;
+    long total = 0;
+    json_object_foreach(groups, grp, g) {
+        out->n_groups++; // counted first: pq_packed_info_free frees a partly parsed group
+        PQ_TRY(parse_group(g, name, grp, format, &out->groups[out->n_groups - 1], &total));
+    }
+    out->scheme = out->groups[0].scheme;
     snprintf(out->format, sizeof out->format, "%s", format);
     PQ_TRY(parse_ignore(json_object_get(qc, "ignore"), name, out));
+    pq_packed_group *g0 = &out->groups[0];
+    if (out->n_groups == 1 && g0->n_targets == 1 && !strcmp(g0->targets[0], "Linear")) { // every linear, one scheme
+        free(g0->targets[0]);
+        free(g0->targets);
+        free(g0->targets_re);
+        free(out->groups);
+        out->groups = NULL;
+        out->n_groups = 0;
+    }
     out->quantized = 1;
     return PQ_OK;
 }
@@ -262,18 +358,44 @@ void pq_packed_info_free(pq_packed_info *info) {
     if (!info) return;
     for (int i = 0; i < info->n_ignore; i++) {
         free(info->ignore[i]);
-        pq_regex_free(info->ignore_re[i]);
+        if (info->ignore_re) pq_regex_free(info->ignore_re[i]);
     }
     free(info->ignore);
+    for (int g = 0; g < info->n_groups; g++) {
+        for (int i = 0; i < info->groups[g].n_targets; i++) {
+            free(info->groups[g].targets[i]);
+            if (info->groups[g].targets_re) pq_regex_free(info->groups[g].targets_re[i]);
+        }
+        free(info->groups[g].targets);
+        free(info->groups[g].targets_re);
+    }
+    free(info->groups);
     free(info->ignore_re);
     memset(info, 0, sizeof *info);
 }
 
+// Whether module matches pattern pat: an exact name, or re (its compiled
+// "re:" pattern) matching from its start.
+static int name_matches(const char *pat, pq_regex *re, const char *module) {
+    return re ? pq_regex_match(re, module, strlen(module)) : strcmp(pat, module) == 0;
+}
+
 int pq_packed_ignored(const pq_packed_info *info, const char *module) {
-    for (int i = 0; i < info->n_ignore; i++) {
-        if (info->ignore_re[i] ? pq_regex_match(info->ignore_re[i], module, strlen(module))
-                               : strcmp(info->ignore[i], module) == 0)
-            return 1;
-    }
+    for (int i = 0; i < info->n_ignore; i++)
+        if (name_matches(info->ignore[i], info->ignore_re ? info->ignore_re[i] : NULL, module)) return 1;
     return 0;
+}
+
+const pq_scheme *pq_packed_scheme_of(const pq_packed_info *info, const char *module) {
+    if (!info->groups) return &info->scheme;
+    for (int g = 0; g < info->n_groups; g++)
+        for (int i = 0; i < info->groups[g].n_targets; i++)
+            if (strcmp(info->groups[g].targets[i], "Linear") &&
+                name_matches(info->groups[g].targets[i], info->groups[g].targets_re ? info->groups[g].targets_re[i] : NULL,
+                             module))
+                return &info->groups[g].scheme;
+    for (int g = 0; g < info->n_groups; g++)
+        for (int i = 0; i < info->groups[g].n_targets; i++)
+            if (!strcmp(info->groups[g].targets[i], "Linear")) return &info->groups[g].scheme;
+    return NULL;
 }

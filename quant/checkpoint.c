@@ -34,21 +34,33 @@ struct pq_ckpt {
     int n_quantized, n_ragged, n_out;
     pq_st *tmp_st;             // resume: model.safetensors.tmp read back
     pq_packed_info tmp_info;
+    pq_packed_info plan;       // with mix: its config groups and ignore list (quantization_config, resume)
 };
 
 // ---- which tensors are what -------------------------------------------------
 
-// The source linear of a module, or NULL if it is not quantized:
-// "model.layers.L.<slot>" always, "lm_head" with quantize_head.
-static const pq_linear *quantized_linear(const pq_ckpt *c, const char *module) {
+// The source linear of a module whose bits pq.json counts, or NULL:
+// "model.layers.L.<slot>" always, "lm_head" with quantize_head. *scheme:
+// its scheme, NULL when a plan keeps it unquantized.
+static const pq_linear *counted_linear(const pq_ckpt *c, const char *module, const pq_scheme **scheme) {
     const pq_model *m = c->p.m;
+    *scheme = c->p.scheme;
     if (strcmp(module, "lm_head") == 0) return c->p.q->quantize_head ? &m->lm_head : NULL;
     int l, n = 0;
     if (sscanf(module, "model.layers.%d.%n", &l, &n) != 1 || n == 0 || l < 0 || l >= m->cfg.n_layers) return NULL;
     for (int s = 0; s < PQ_NLINEAR; s++)
-        if (strcmp(module + n, pq_linear_slot_name((pq_linear_slot)s)) == 0)
+        if (strcmp(module + n, pq_linear_slot_name((pq_linear_slot)s)) == 0) {
+            const pq_mix_option *o = c->p.mix ? c->p.mix->linear[(size_t)l * PQ_NLINEAR + s] : NULL;
+            if (o) *scheme = o->dense ? NULL : &o->scheme;
             return pq_model_linear(m, l, (pq_linear_slot)s);
+        }
     return NULL;
+}
+
+// The source linear of a module and its scheme, or NULL if it is not quantized.
+static const pq_linear *quantized_linear(const pq_ckpt *c, const char *module, const pq_scheme **scheme) {
+    const pq_linear *L = counted_linear(c, module, scheme);
+    return *scheme ? L : NULL;
 }
 
 // The module a tensor name belongs to ("a.b.weight_scale" -> "a.b") in out.
@@ -60,8 +72,9 @@ static void module_of(const char *name, char *out, size_t cap) {
 // Whether tensor `name` is the weight of a quantized linear.
 static int is_quantized_weight(const pq_ckpt *c, const char *name) {
     char module[512];
+    const pq_scheme *s;
     module_of(name, module, sizeof module);
-    return quantized_linear(c, module) && strcmp(name + strlen(module), ".weight") == 0;
+    return quantized_linear(c, module, &s) && strcmp(name + strlen(module), ".weight") == 0;
 }
 
 // Whether tensor `name` is rewritten by the method (a norm or bias a scale
@@ -87,20 +100,38 @@ static pq_status declare_all(pq_ckpt *c) {
     char module[512];
     for (int i = 0; i < pq_st_count(st); i++) {
         const pq_tensor *t = pq_st_at(st, i);
+        const pq_scheme *s;
         module_of(t->name, module, sizeof module);
-        const pq_linear *L = quantized_linear(c, module);
+        const pq_linear *L = quantized_linear(c, module, &s);
         if (L && strcmp(t->name + strlen(module), ".weight") == 0)
-            PQ_TRY(pq_packed_declare(c->w, module, c->p.scheme, L->rows, L->cols, pq_linear_dtype(L)));
+            PQ_TRY(pq_packed_declare(c->w, module, s, L->rows, L->cols, pq_linear_dtype(L)));
         else
             PQ_TRY(pq_st_writer_declare(c->w, t->name, t->dtype, t->ndim, t->shape));
     }
     return PQ_OK;
 }
 
+// "w4a16 g128 sym", or a plan's "mixed: w4g32 x 12, w8 x 3, fp16 x 5" (linears per item).
+static void describe(const pq_ckpt *c, char *buf, size_t cap) {
+    if (!c->p.mix) return pq_scheme_describe(c->p.scheme, buf, cap);
+    const pq_mix_plan *pl = c->p.mix;
+    int total = pl->n_layers * PQ_NLINEAR;
+    size_t n = (size_t)snprintf(buf, cap, "mixed:");
+    for (int i = 0; i < total && n < cap; i++) {
+        int first = 1, count = 0;
+        for (int j = 0; j < total; j++) {
+            if (strcmp(pl->linear[j]->name, pl->linear[i]->name)) continue;
+            first &= j >= i;
+            count++;
+        }
+        if (first) n += (size_t)snprintf(buf + n, cap - n, "%s %s x %d", n > 6 ? "," : "", pl->linear[i]->name, count);
+    }
+}
+
 static pq_status set_metadata(pq_ckpt *c) {
     const pq_ckpt_params *p = &c->p;
-    char desc[64];
-    pq_scheme_describe(p->scheme, desc, sizeof desc);
+    char desc[256];
+    describe(c, desc, sizeof desc);
     PQ_TRY(pq_st_writer_set_metadata(c->w, "format", "pt")); // transformers refuses a file without it
     PQ_TRY(pq_st_writer_set_metadata(c->w, "pq.version", PQ_VERSION));
     PQ_TRY(pq_st_writer_set_metadata(c->w, "pq.method", p->method));
@@ -161,6 +192,53 @@ static pq_status put_passthrough(pq_ckpt *c) {
     return PQ_OK;
 }
 
+// Appends a copy of str to list (*n entries); 0 when out of memory.
+static int push(char ***list, int *n, const char *str) {
+    char **l = realloc(*list, (size_t)(*n + 1) * sizeof *l), *d = strdup(str);
+    if (l) *list = l;
+    if (!l || !d) return free(d), 0;
+    l[(*n)++] = d;
+    return 1;
+}
+
+// A plan's config groups (one per item it uses, in order of first use, its
+// linears named; with quantize_head one more for lm_head) and ignore list
+// (lm_head unless quantized, the linears kept unquantized) into c->plan.
+static pq_status build_plan(pq_ckpt *c) {
+    const pq_mix_plan *pl = c->p.mix;
+    pq_packed_info *info = &c->plan;
+    int total = pl->n_layers * PQ_NLINEAR, ok = 1;
+    char module[256];
+    info->groups = calloc((size_t)total + 1, sizeof *info->groups);
+    PQ_FAIL_IF(!info->groups, PQ_ERR_NOMEM, "out of memory");
+    info->quantized = 1;
+    if (!c->p.q->quantize_head) ok &= push(&info->ignore, &info->n_ignore, "lm_head");
+    for (int i = 0; i < total && ok; i++) {
+        const pq_mix_option *o = pl->linear[i];
+        pq_method_module(module, sizeof module, i / PQ_NLINEAR, (pq_linear_slot)(i % PQ_NLINEAR));
+        if (o->dense) {
+            ok &= push(&info->ignore, &info->n_ignore, module);
+            continue;
+        }
+        int g = 0;
+        while (g < info->n_groups && memcmp(&info->groups[g].scheme, &o->scheme, sizeof o->scheme)) g++;
+        if (g == info->n_groups) {
+            info->groups[g].scheme = o->scheme;
+            snprintf(info->groups[g].format, sizeof info->groups[g].format, "%s", pq_scheme_format(&o->scheme));
+            info->n_groups++;
+        }
+        ok &= push(&info->groups[g].targets, &info->groups[g].n_targets, module);
+    }
+    if (ok && c->p.q->quantize_head) {
+        pq_packed_group *g = &info->groups[info->n_groups++];
+        g->scheme = *c->p.scheme;
+        snprintf(g->format, sizeof g->format, "%s", pq_scheme_format(c->p.scheme));
+        ok &= push(&g->targets, &g->n_targets, "lm_head");
+    }
+    PQ_FAIL_IF(!ok, PQ_ERR_NOMEM, "out of memory");
+    return PQ_OK;
+}
+
 pq_status pq_ckpt_begin(const pq_ckpt_params *p, const char *dir, int resume, pq_ckpt **out) {
     *out = NULL;
     pq_ckpt *c = calloc(1, sizeof *c);
@@ -171,6 +249,7 @@ pq_status pq_ckpt_begin(const pq_ckpt_params *p, const char *dir, int resume, pq
     pq_status s = PQ_OK;
     c->layers = json_array();
     PQ_CHECK_GOTO(!c->layers, s, PQ_ERR_NOMEM, "out of memory");
+    if (p->mix) PQ_TRY_GOTO(s, build_plan(c));
     PQ_TRY_GOTO(s, pq_path_join(path, sizeof path, dir, "model.safetensors"));
     PQ_TRY_GOTO(s, pq_st_writer_create(path, &c->w));
     PQ_TRY_GOTO(s, set_metadata(c));
@@ -188,8 +267,11 @@ pq_status pq_ckpt_sync(pq_ckpt *c) { return pq_st_writer_sync(c->w); }
 
 // ---- blocks -------------------------------------------------------------------
 
-static pq_status record(pq_ckpt *c, const pq_linear *L, json_t *entry) {
+// Records a linear's entry (every decoder linear has one, in order); one a
+// plan keeps unquantized (s NULL) counts in none of the totals.
+static pq_status record(pq_ckpt *c, const pq_linear *L, const pq_scheme *s, json_t *entry) {
     PQ_FAIL_IF(!entry || json_array_append(c->layers, entry) != 0, PQ_ERR_NOMEM, "out of memory");
+    if (!s) return PQ_OK;
     double e = json_real_value(json_object_get(entry, PQ_JSON_REL_ERR));
     c->err_sum += e;
     c->err_max = e > c->err_max ? e : c->err_max;
@@ -201,7 +283,7 @@ static pq_status record(pq_ckpt *c, const pq_linear *L, json_t *entry) {
         c->n_out++;
     }
     c->n_quantized++;
-    c->n_ragged += c->p.scheme->group > 0 && L->cols % c->p.scheme->group != 0;
+    c->n_ragged += s->group > 0 && L->cols % s->group != 0;
     return PQ_OK;
 }
 
@@ -227,7 +309,7 @@ pq_status pq_ckpt_put_block(pq_ckpt *c, int layer, const pq_block_out *b) {
     char module[256], name[320];
     for (int k = 0; k < PQ_NLINEAR; k++) {
         pq_method_module(module, sizeof module, layer, (pq_linear_slot)k);
-        PQ_TRY(pq_packed_put(c->w, module, b->q[k]));
+        if (b->q[k]) PQ_TRY(pq_packed_put(c->w, module, b->q[k])); // else copied with the passthrough tensors
     }
     for (int g = 0; g < PQ_NGROUPS; g++) {
         if (!b->folded[g]) continue;
@@ -238,15 +320,20 @@ pq_status pq_ckpt_put_block(pq_ckpt *c, int layer, const pq_block_out *b) {
 }
 
 pq_status pq_ckpt_record_block(pq_ckpt *c, int layer, json_t *const *entries) {
-    for (int k = 0; k < PQ_NLINEAR; k++)
-        PQ_TRY(record(c, pq_model_linear(c->p.m, layer, (pq_linear_slot)k), entries[k]));
+    char module[256];
+    for (int k = 0; k < PQ_NLINEAR; k++) {
+        const pq_scheme *s;
+        pq_method_module(module, sizeof module, layer, (pq_linear_slot)k);
+        const pq_linear *L = counted_linear(c, module, &s);
+        PQ_TRY(record(c, L, s, entries[k]));
+    }
     return PQ_OK;
 }
 
 pq_status pq_ckpt_put_linear(pq_ckpt *c, const char *module, const pq_linear *src, const pq_qtensor *q,
                              json_t *entry) {
     PQ_TRY(pq_packed_put(c->w, module, q));
-    return record(c, src, entry);
+    return record(c, src, c->p.scheme, entry);
 }
 
 void pq_ckpt_block_errors(const pq_ckpt *c, int layer, double *rel, double *out) {
@@ -280,7 +367,8 @@ static pq_status open_tmp(pq_ckpt *c) {
     const char *path = pq_st_writer_tmp_path(c->w);
     PQ_FAIL_IF(truncate(path, (off_t)pq_st_writer_total_bytes(c->w)) != 0, PQ_ERR_IO, "%s: cannot extend: %s",
                path, strerror(errno));
-    c->tmp_info = (pq_packed_info){.quantized = 1, .scheme = *c->p.scheme};
+    c->tmp_info = (pq_packed_info){.quantized = 1, .scheme = *c->p.scheme, .groups = c->plan.groups,
+                                   .n_groups = c->plan.n_groups}; // the plan's groups, borrowed
     snprintf(c->tmp_info.format, sizeof c->tmp_info.format, "%s", pq_scheme_format(c->p.scheme));
     return pq_st_open(path, &c->tmp_st);
 }
@@ -302,7 +390,9 @@ pq_status pq_ckpt_load_block(pq_ckpt *c, int layer, int folded, pq_layer *L, pq_
     char module[256], name[320];
     for (int s = 0; s < PQ_NLINEAR; s++) {
         const float *bias = L->lin[s].bias;
+        const pq_scheme *sc;
         pq_method_module(module, sizeof module, layer, (pq_linear_slot)s);
+        if (!quantized_linear(c, module, &sc)) continue; // a plan keeps it unquantized: the source's
         PQ_TRY(pq_packed_load(c->tmp_st, &c->tmp_info, module, L->lin[s].rows, L->lin[s].cols, &L->lin[s],
                               &own->lin[s]));
         L->lin[s].bias = bias;
@@ -322,7 +412,7 @@ pq_status pq_ckpt_load_block(pq_ckpt *c, int layer, int folded, pq_layer *L, pq_
 static pq_status write_gguf_side_files(pq_ckpt *c) {
     char dst[PATH_CAP];
     for (int i = 1; i < PQ_GGUF_HF_NFILES; i++) { // config.json (0) is written by write_side_files
-        const char *name = pq_gguf_hf_file_names[i], *text = pq_gguf_hf_file(c->p.m->gguf, name);
+        const char *name = pq_gguf_hf_file_names[i], *text = pq_gguf_hf_file(c->p.disk->gguf, name);
         if (!text) continue;
         PQ_TRY(pq_path_join(dst, sizeof dst, c->dir, name));
         PQ_TRY(pq_file_write_atomic(dst, text, strlen(text)));
@@ -335,9 +425,11 @@ static pq_status write_side_files(pq_ckpt *c) {
     char src[PATH_CAP], dst[PATH_CAP], *text = NULL, *cfg = NULL;
     size_t len;
     const pq_quantize_request *q = c->p.q;
+    const char *view = c->p.m->config_json ? c->p.m->config_json // a rotated model's
+                       : c->p.m->gguf      ? pq_gguf_hf_file(c->p.m->gguf, "config.json")
+                                           : NULL;
     PQ_TRY(pq_path_join(dst, sizeof dst, c->dir, "config.json"));
-    if (c->p.m->gguf) {
-        const char *view = pq_gguf_hf_file(c->p.m->gguf, "config.json");
+    if (view) {
         snprintf(src, sizeof src, "%s", q->model);
         text = strdup(view);
         len = strlen(view);
@@ -346,13 +438,15 @@ static pq_status write_side_files(pq_ckpt *c) {
         PQ_TRY(pq_path_join(src, sizeof src, q->model, "config.json"));
         PQ_TRY(pq_file_read(src, (size_t)64 << 20, &text, &len));
     }
-    pq_status s = pq_packed_config_json(text, len, src, c->p.scheme, q->quantize_head, &cfg);
+    pq_status s = c->p.mix ? pq_packed_config_json_groups(text, len, src, c->plan.groups, c->plan.n_groups,
+                                                          c->plan.ignore, c->plan.n_ignore, &cfg)
+                           : pq_packed_config_json(text, len, src, c->p.scheme, q->quantize_head, &cfg);
     free(text);
     PQ_TRY(s);
     s = pq_file_write_atomic(dst, cfg, strlen(cfg));
     free(cfg);
     PQ_TRY(s);
-    if (c->p.m->gguf) return write_gguf_side_files(c);
+    if (c->p.disk->gguf) return write_gguf_side_files(c);
     for (int i = 0; i < PQ_CKPT_NSIDE_FILES; i++) {
         PQ_TRY(pq_path_join(src, sizeof src, q->model, PQ_CKPT_SIDE_FILES[i]));
         if (!pq_path_exists(src)) continue; // present but not a regular file: the copy refuses it by name
@@ -378,9 +472,10 @@ static pq_status measure(pq_ckpt *c, pq_quantize_result *res) {
     res->quant_bytes = 0;
     for (int i = 0; i < pq_st_count(st); i++) {
         const pq_tensor *t = pq_st_at(st, i);
+        const pq_scheme *s;
         module_of(t->name, module, sizeof module);
-        // weight, weight_packed, weight_scale, ... (not a q/k/v bias)
-        if (quantized_linear(c, module) && strncmp(t->name + strlen(module), ".weight", 7) == 0)
+        // weight, weight_packed, weight_scale, ... (not a q/k/v bias); a linear a plan keeps dense too
+        if (counted_linear(c, module, &s) && strncmp(t->name + strlen(module), ".weight", 7) == 0)
             res->quant_bytes += (long long)t->nbytes;
     }
     pq_st_close(st);
@@ -402,7 +497,7 @@ static pq_status measure(pq_ckpt *c, pq_quantize_result *res) {
 pq_status pq_ckpt_commit(pq_ckpt *c, pq_quantize_result *res) {
     PQ_TRY(pq_st_writer_commit(c->w, c->p.q->zstd_level));
     PQ_TRY(write_side_files(c));
-    pq_scheme_describe(c->p.scheme, res->scheme, sizeof res->scheme);
+    describe(c, res->scheme, sizeof res->scheme);
     snprintf(res->method, sizeof res->method, "%s", c->p.method);
     snprintf(res->format, sizeof res->format, "%s", pq_scheme_format(c->p.scheme));
     snprintf(res->source_sha256, sizeof res->source_sha256, "%s", c->p.source_sha256);
@@ -439,14 +534,16 @@ pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *
     const pq_scheme *s = c->p.scheme;
     static const char *const ACT[] = {"none (weight only)", "int8 dynamic per token", "fp8 e4m3 dynamic per token",
                                       "int8 static per tensor", "fp8 e4m3 static per tensor"};
-    json_t *group = s->group > 0 ? json_integer(s->group) : json_string(s->group ? "tensor" : "channel");
+    json_t *group = c->p.mix       ? json_null()
+                    : s->group > 0 ? json_integer(s->group)
+                                   : json_string(s->group ? "tensor" : "channel");
     json_t *doc = json_pack(
-        "{s:s, s:s, s:s, s:o, s:b, s:s, s:s, s:s, s:b, s:{s:s, s:s, s:i}, s:f, s:I, s:I, s:i, s:i, s:{s:f, s:f}, "
+        "{s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:b, s:{s:s, s:s, s:i}, s:f, s:I, s:I, s:i, s:i, s:{s:f, s:f}, "
         "s:{s:I, s:I}, s:O}",
-        "pq_version", PQ_VERSION, "method", c->p.method, "scheme", pq_scheme_name(s->id), "group", group,
-        "symmetric", s->sym, "activations", ACT[s->act], "format", res->format, "scale_dtype",
+        "pq_version", PQ_VERSION, "method", c->p.method, "scheme", c->p.mix ? "mixed" : pq_scheme_name(s->id),
+        "group", group, "symmetric", c->p.mix ? json_null() : json_boolean(s->sym), "activations", ACT[s->act], "format", res->format, "scale_dtype",
         pq_dtype_name(pq_model_dtype(c->p.m)), "quantize_head", c->p.q->quantize_head, "source", "path",
-        c->p.q->model, "sha256", c->p.source_sha256, "files", pq_st_file_count(c->p.m->st), "bits_per_weight",
+        c->p.q->model, "sha256", c->p.source_sha256, "files", pq_st_file_count(c->p.disk->st), "bits_per_weight",
         res->bits_per_weight, "quantized_weights", (json_int_t)res->n_weights, "quantized_bytes",
         (json_int_t)res->quant_bytes, "quantized_linears", res->n_quantized, "ragged_linears", res->n_ragged,
         PQ_JSON_REL_ERR, "mean", res->mean_rel_err, "max", res->max_rel_err, "output_bytes", "model.safetensors",
@@ -465,6 +562,7 @@ const char *pq_ckpt_tmp_path(const pq_ckpt *c) { return pq_st_writer_tmp_path(c-
 
 void pq_ckpt_free(pq_ckpt *c, int keep) {
     if (!c) return;
+    pq_packed_info_free(&c->plan);
     if (keep) pq_st_writer_keep_tmp(c->w);
     pq_st_writer_free(c->w);
     pq_st_close(c->tmp_st);

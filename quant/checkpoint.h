@@ -15,8 +15,10 @@
 
 typedef struct {
     const pq_quantize_request *q;
-    const pq_model *m;             // the source
-    const pq_scheme *scheme;
+    const pq_model *m;             // the source (or its rotation, quant/rotate.h)
+    const pq_model *disk;          // the model as read from disk, whose side files are copied (m when not rotated)
+    const pq_scheme *scheme;       // every linear's, or with mix lm_head's
+    const pq_mix_plan *mix;        // --target-bpw: each decoder linear's scheme or none (unquantized); else NULL
     const char *method;            // the method as reported
     int folds;                     // the method rewrites the norms and biases its scales fold into
     const char *source_sha256;

@@ -31,6 +31,7 @@
 #include "eval/model.h"
 #include "formats/qtensor.h"
 #include "formats/scheme.h"
+#include "quant/mixed.h"
 #include "quant/quantize.h"
 #include "quant/scales.h"
 #include "quant/smooth.h"
@@ -46,11 +47,20 @@ typedef struct {
     pq_pool *pool;
     void (*note)(void *ud, const char *line); // a warning for the user (a raised dampening)
     void *note_ud;
+    const pq_mix_plan *mix;       // --target-bpw: each linear's scheme (rtn, gptq); else NULL
 } pq_method_ctx;
+
+// The scheme of block `layer`'s linear `slot`: the plan's (NULL: it stays
+// unquantized, and the method hands over no tensor for it), else the run's.
+static inline const pq_scheme *pq_method_scheme(const pq_method_ctx *c, int layer, pq_linear_slot slot) {
+    if (!c->mix) return c->scheme;
+    const pq_mix_option *o = c->mix->linear[(size_t)layer * PQ_NLINEAR + slot];
+    return o->dense ? NULL : &o->scheme;
+}
 
 // One block's result.
 typedef struct {
-    const pq_qtensor *q[PQ_NLINEAR];  // the quantized linears, slot order
+    const pq_qtensor *q[PQ_NLINEAR];  // the quantized linears, slot order (NULL: one a plan keeps unquantized)
     json_t *entry[PQ_NLINEAR];        // their pq.json entries: "name", PQ_JSON_REL_ERR (||W - W'||^2 / ||W||^2),
                                       // PQ_JSON_OUT_ERR when measured, the method's own fields; borrowed
     const float *folded[PQ_NGROUPS];  // the norm or bias group g's scale folded into (pq_fold_producer),

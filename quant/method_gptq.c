@@ -21,6 +21,7 @@ typedef struct {
     void *hws, *sws, *ews;             // Hessian, solve and output-error workspaces
     size_t work;                       // all of the above and one block's quantized tensors
     int damp_raised;                   // the current block's
+    int dense[PQ_NLINEAR];             // the current block's linears a plan keeps unquantized
 } gptq_state;
 
 static int always(const pq_scheme *s) { return 1; }
@@ -75,6 +76,8 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
                              .damp = a->damp, .block_size = a->block_size, .act_order = a->act_order,
                              .static_groups = a->static_groups};
     size_t hb = 0, sb = 0, eb = 0, qb = 0, wb = 0;
+    pq_gptq_params most = g->gp; // with a plan: the most any grouping asks for (a batch of every column)
+    if (c->mix) most.block_size = 65536;
     int widest = 0, nt = pq_pool_size(c->pool);
     for (int gi = 0; gi < PQ_NGROUPS; gi++) {
         int cols = pq_input_group_cols(cfg, gi);
@@ -83,7 +86,7 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     }
     for (int s = 0; s < PQ_NLINEAR; s++) {
         const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
-        size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &g->gp), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
+        size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &most), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
         sb = b > sb ? b : sb;
         eb = e > eb ? e : eb;
         qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
@@ -133,20 +136,29 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
     const pq_linear *src = &L->lin[slot];
     char module[256];
     pq_method_module(module, sizeof module, layer, (pq_linear_slot)slot);
-    PQ_TRY(widen(g, module, src));
     pq_qtensor *q = &g->q[slot];
     pq_qtensor_free(q);
-    PQ_TRY(pq_qtensor_init(q, g->c.scheme, src->rows, src->cols, pq_linear_dtype(src)));
-    if (pq_gptq_has_g_idx(&g->gp, src->cols)) {
+    const pq_scheme *sc = pq_method_scheme(&g->c, layer, (pq_linear_slot)slot);
+    g->dense[slot] = !sc;
+    json_decref(g->entry[slot]);
+    if (!sc) { // a plan keeps it unquantized
+        g->entry[slot] = json_pack("{s:s, s:f, s:f}", "name", module, PQ_JSON_REL_ERR, 0.0, PQ_JSON_OUT_ERR, 0.0);
+        PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");
+        return PQ_OK;
+    }
+    pq_gptq_params gp = g->gp;
+    gp.bits = sc->bits, gp.group = sc->group, gp.sym = sc->sym;
+    PQ_TRY(widen(g, module, src));
+    PQ_TRY(pq_qtensor_init(q, sc, src->rows, src->cols, pq_linear_dtype(src)));
+    if (pq_gptq_has_g_idx(&gp, src->cols)) {
         q->g_idx = pq_alloc((size_t)src->cols * sizeof(int32_t));
         PQ_FAIL_IF(!q->g_idx, PQ_ERR_NOMEM, "%s: out of memory", module);
     }
     double loss;
-    PQ_TRY(pq_gptq_solve(g->w, src->rows, h, &g->gp, module, g->sws, g->c.pool, q, &loss));
+    PQ_TRY(pq_gptq_solve(g->w, src->rows, h, &gp, module, g->sws, g->c.pool, q, &loss));
     pq_linear view = pq_qtensor_linear(q);
     view.bias = src->bias;
     double rel = weight_error(g, g->w, &view), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
-    json_decref(g->entry[slot]);
     g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
                                "damp", h->damp, "dead_columns", h->n_dead);
     PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");
@@ -179,7 +191,7 @@ static pq_status hooks(void *state, pq_calib_method *drv) {
 
 static pq_status result(void *state, int layer, pq_block_out *out) {
     gptq_state *g = state;
-    for (int k = 0; k < PQ_NLINEAR; k++) out->q[k] = &g->q[k], out->entry[k] = g->entry[k];
+    for (int k = 0; k < PQ_NLINEAR; k++) out->q[k] = g->dense[k] ? NULL : &g->q[k], out->entry[k] = g->entry[k];
     out->damp_raised = g->damp_raised;
     return PQ_OK;
 }

@@ -68,14 +68,17 @@ static pq_status block(void *state, int layer, pq_block_out *out) {
         const pq_linear *L = pq_model_linear(c->m, layer, (pq_linear_slot)k);
         pq_method_module(module, sizeof module, layer, (pq_linear_slot)k);
         PQ_FAIL_IF(L->fmt != PQ_W_DENSE, PQ_ERR_FORMAT, "%s: %s is not a dense weight", c->q->model, module);
-        pq_linear_rows(L, 0, L->rows, st->w);
-        snprintf(name, sizeof name, "%.1000s/%s.weight", c->q->model, module);
-        double rel;
-        PQ_TRY(pq_qtensor_init(&st->q[k], c->scheme, L->rows, L->cols, pq_linear_dtype(L)));
-        PQ_TRY(pq_rtn_quantize(st->w, c->scheme, name, c->pool, &st->q[k], &rel));
+        const pq_scheme *sc = pq_method_scheme(c, layer, (pq_linear_slot)k);
+        double rel = 0;
+        if (sc) {
+            pq_linear_rows(L, 0, L->rows, st->w);
+            snprintf(name, sizeof name, "%.1000s/%s.weight", c->q->model, module);
+            PQ_TRY(pq_qtensor_init(&st->q[k], sc, L->rows, L->cols, pq_linear_dtype(L)));
+            PQ_TRY(pq_rtn_quantize(st->w, sc, name, c->pool, &st->q[k], &rel));
+        }
         st->entry[k] = json_pack("{s:s, s:f}", "name", module, PQ_JSON_REL_ERR, rel);
         PQ_FAIL_IF(!st->entry[k], PQ_ERR_NOMEM, "out of memory");
-        out->q[k] = &st->q[k];
+        out->q[k] = sc ? &st->q[k] : NULL;
         out->entry[k] = st->entry[k];
     }
     return PQ_OK;

@@ -107,6 +107,14 @@ typedef struct {
     pq_gptq_args gptq;
     pq_smooth_params smooth;    // awq: grid, clip_grid, search_tokens; smoothquant: alpha, search_tokens
     int quantize_head;          // quantize lm_head too (models with an untied lm_head)
+    const char *rotate;         // NULL or "none"; "hadamard": rotate the residual stream first (quant/rotate.h)
+    uint64_t rotate_seed;       // the rotation's random signs
+    double target_bpw;          // > 0: a scheme per group of linears from `menu` under this average (quant/mixed.h;
+                                // rtn, gptq; needs the calibration text)
+    const char *menu;           // NULL: PQ_MIX_DEFAULT_MENU
+    int kl_windows;             // the calibration windows the sensitivity's KL is measured on (>= 1)
+    int measure_all;            // measure the KL of every (unit, item) instead of predicting it (quant/sensitivity.h)
+    const char *report;         // with target_bpw: also write this HTML report (or .svg: the plots only)
     int zstd_level;             // > 0: also write model.safetensors.zst at this level
     int force;                  // replace an existing OUT (only once the new one is complete)
     int resume;                 // continue an interrupted calibrated run into the same OUT

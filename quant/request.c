@@ -29,6 +29,7 @@ pq_quantize_request pq_quantize_default_request(void) {
         .gptq = {.damp = g.damp, .block_size = g.block_size},
         .smooth = pq_smooth_default_params(),
         .device = PQ_DEVICE_AUTO,
+        .kl_windows = 4,
     };
 }
 
@@ -120,9 +121,33 @@ static pq_status check_calibration(const pq_quantize_request *q, const pq_resolv
     return pq_device_resolve(q->device, &dev);
 }
 
+// --target-bpw and its companions: a method that takes a plan, schemes from the menu only.
+static pq_status check_mixed(const pq_quantize_request *q, const pq_resolved *o, int calibrate) {
+    PQ_FAIL_IF(!(q->target_bpw > 0), PQ_ERR_ARG, "--menu and --report go with --target-bpw B");
+    PQ_FAIL_IF(calibrate, PQ_ERR_ARG, "--target-bpw: pq calibrate does not choose schemes");
+    PQ_FAIL_IF(o->m != &PQ_METHOD_RTN && o->m != &PQ_METHOD_GPTQ, PQ_ERR_ARG,
+               "--target-bpw: with --method rtn or gptq (not %s)", o->name);
+    const pq_scheme_args *a = &q->scheme;
+    PQ_FAIL_IF((a->name && strcmp(a->name, "w4a16") && strcmp(a->name, "w8a16")) || a->group != PQ_GROUP_DEFAULT ||
+                   a->sym != PQ_SYM_DEFAULT || a->bits,
+               PQ_ERR_ARG, "--target-bpw: the schemes come from --menu (no --scheme other than w4a16, --group, "
+               "--asym, --sym or --bits)");
+    PQ_FAIL_IF(q->kl_windows < 1, PQ_ERR_ARG, "--kl-windows %d: need at least 1", q->kl_windows);
+    struct stat sb;
+    PQ_FAIL_IF(q->report && lstat(q->report, &sb) == 0 && !q->force, PQ_ERR_ARG,
+               "--report %s: already exists (--force replaces it)", q->report);
+    pq_mix_option opt[PQ_MIX_MAX_MENU];
+    int n;
+    return pq_mix_menu_parse(q->menu ? q->menu : PQ_MIX_DEFAULT_MENU, opt, &n);
+}
+
 pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_resolved *o) {
     memset(o, 0, sizeof *o);
     PQ_FAIL_IF(calibrate && q->scales, PQ_ERR_ARG, "--scales: pq calibrate writes a scales file, it does not read one");
+    PQ_FAIL_IF(q->rotate && strcmp(q->rotate, "none") && strcmp(q->rotate, "hadamard"), PQ_ERR_ARG,
+               "--rotate %s: not none or hadamard", q->rotate);
+    PQ_FAIL_IF(pq_request_rotates(q) && (calibrate || q->scales), PQ_ERR_ARG, "--rotate: %s", calibrate ?
+               "pq calibrate does not rotate" : "a --scales file was calibrated on the unrotated model");
     PQ_TRY(method_of(q, &o->m));
     o->name = o->m->name;
     const pq_scheme_args *a = &q->scheme;
@@ -153,9 +178,11 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
     o->calibrated = o->m->calibrates(s) && !q->scales;
     uint32_t takes = q->scales ? 0 : o->m->takes;
     if (o->calibrated) takes |= PQ_ARG_CALIBRATION | PQ_ARG_RESUME | PQ_ARG_DEVICE;
+    if (q->target_bpw > 0) takes |= PQ_ARG_CALIBRATION | PQ_ARG_DEVICE; // the sensitivity measurement
     PQ_TRY(check_given(q, o, takes));
     PQ_TRY(o->m->check(o->m, q, s, o->calibrated));
-    if (o->calibrated) PQ_TRY(check_calibration(q, o));
+    if (o->calibrated || q->target_bpw > 0) PQ_TRY(check_calibration(q, o));
+    if (q->target_bpw > 0 || q->menu || q->report) PQ_TRY(check_mixed(q, o, calibrate));
     return PQ_OK;
 }
 
@@ -171,8 +198,15 @@ pq_status pq_quantize_describe(const pq_quantize_request *q, int calibrate, char
                  (unsigned long long)q->calib.seed, meth, q->resume ? ", --resume" : "");
     }
     if (q->scales) snprintf(cal, sizeof cal, ", scales %.1000s", q->scales);
-    snprintf(buf, cap, "%s -> %s: %s %s (%s)%s%s%s%s", q->model, q->out, o.name, desc, pq_scheme_format(&o.scheme),
-             cal, q->quantize_head ? ", lm_head too" : "", q->zstd_level > 0 ? ", + zstd" : "",
+    char rot[64] = "", mix[200] = "";
+    if (q->target_bpw > 0)
+        snprintf(mix, sizeof mix, ", mixed to %g bits per weight (menu %.100s, KL on %d windows%s)", q->target_bpw,
+                 q->menu ? q->menu : PQ_MIX_DEFAULT_MENU, q->kl_windows, q->measure_all ? ", every item measured" : "");
+    if (pq_request_rotates(q)) snprintf(rot, sizeof rot, ", rotated (hadamard, seed %llu)",
+                                        (unsigned long long)q->rotate_seed);
+    if (q->target_bpw > 0) snprintf(desc, sizeof desc, "mixed");
+    snprintf(buf, cap, "%s -> %s: %s %s (%s)%s%s%s%s%s%s", q->model, q->out, o.name, desc,
+             pq_scheme_format(&o.scheme), mix, rot, cal, q->quantize_head ? ", lm_head too" : "", q->zstd_level > 0 ? ", + zstd" : "",
              q->force ? ", --force" : "");
     return PQ_OK;
 }

@@ -5,6 +5,8 @@
 #ifndef PQ_REQUEST_H
 #define PQ_REQUEST_H
 
+#include <string.h>
+
 #include "quant/method.h"
 
 typedef struct {
@@ -21,5 +23,10 @@ typedef struct {
 // wrong (a parameter the method does not take: the flag and the method);
 // PQ_ERR_NO_DEVICE for device cuda without a GPU on a calibrated run.
 pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_resolved *out);
+
+// Whether the request rotates the model first (--rotate hadamard).
+static inline int pq_request_rotates(const pq_quantize_request *q) {
+    return q->rotate && strcmp(q->rotate, "hadamard") == 0;
+}
 
 #endif

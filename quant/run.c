@@ -22,7 +22,10 @@
 #include "quant/checkpoint.h"
 #include "quant/journal.h"
 #include "quant/request.h"
+#include "quant/rotate.h"
+#include "quant/report.h"
 #include "quant/rtn.h"
+#include "quant/sensitivity.h"
 
 #define PATH_CAP 4096
 
@@ -31,7 +34,16 @@ typedef struct {
     pq_resolved o;
     pq_quantize_progress progress;
     void *ud;
-    pq_model *m;
+    pq_model *m;                   // the model quantized: the source, or its rotation
+    pq_model *src;                 // --rotate: the source (m's unrotated tensors point into it); else NULL
+    pq_rotate_info rot;
+    // --target-bpw
+    pq_mix_table mix;              // the sensitivity table
+    int *choice;                   // [units] the item chosen
+    pq_mix_plan plan;
+    double plan_bpw, plan_loss;
+    pq_report_point pts[PQ_MIX_MAX_MENU + 2]; // measured: unquantized, each uniform integer item, the plan
+    int n_pts;
     pq_pool *pool;
     char sha[65];                  // the source weights' SHA-256
     pq_scales_file *scales;        // --scales
@@ -82,20 +94,39 @@ static void layer_event(run *r, int layer, double rel, double out, int resumed) 
 
 // ---- the source and the calibration ------------------------------------------
 
+// --rotate: the source rotated in memory (quant/rotate.h); r->m becomes the rotation.
+static pq_status rotate_source(run *r) {
+    pq_rotate_params p = {.seed = r->q->rotate_seed, .pool = r->pool};
+    pq_model *rm;
+    double t0 = pq_now();
+    PQ_TRY(pq_rotate_model(r->m, &p, &rm, &r->rot));
+    r->src = r->m;
+    r->m = rm;
+    note(r, "rotated the residual stream (hidden %s; per head %s; seed %llu; norms folded into the linears) in "
+         "%.2f s%s", r->rot.hidden, r->rot.head, (unsigned long long)r->q->rotate_seed, pq_now() - t0,
+         r->rot.untied ? "; lm_head untied from the embeddings (the final norm folds into it): OUT has its own "
+                         "lm_head.weight and tie_word_embeddings false" : "");
+    return PQ_OK;
+}
+
 // The source: an unquantized checkpoint whose head can be quantized if asked.
 static pq_status open_source(run *r) {
     PQ_TRY(pq_model_open(r->q->model, &r->m));
     PQ_FAIL_IF(r->m->quant.quantized, PQ_ERR_FORMAT, "%s: already quantized (compressed-tensors %s); quantize an "
                "FP16/BF16/F32 checkpoint", r->q->model, r->m->quant.format);
-    PQ_FAIL_IF(r->q->quantize_head && r->m->cfg.tie_embeddings, PQ_ERR_ARG,
-               "--quantize-head: %s ties lm_head to the embeddings (tie_word_embeddings), which stay FP16",
-               r->q->model);
     PQ_TRY(pq_pool_create(r->q->nthreads, &r->pool));
     double t0 = pq_now();
     PQ_TRY(pq_st_sha256(r->m->st, r->sha));
     r->t_hash = pq_now() - t0;
+    if (pq_request_rotates(r->q)) PQ_TRY(rotate_source(r));
+    PQ_FAIL_IF(r->q->quantize_head && r->m->cfg.tie_embeddings, PQ_ERR_ARG,
+               "--quantize-head: %s ties lm_head to the embeddings (tie_word_embeddings), which stay FP16",
+               r->q->model);
     return PQ_OK;
 }
+
+// The model as read from disk (the source of the side files and the input files).
+static const pq_model *disk_model(const run *r) { return r->src ? r->src : r->m; }
 
 // The calibration windows, cut with the source's tokenizer.
 static pq_status load_calibration(run *r) {
@@ -108,10 +139,106 @@ static pq_status load_calibration(run *r) {
     return PQ_OK;
 }
 
+// ---- --target-bpw --------------------------------------------------------------------
+
+static int mixed(const run *r) { return r->q->target_bpw > 0; }
+
+// A measured point: bits per weight, mean KL and PPL on the KL windows.
+static void add_point(run *r, const char *what, double bpw, double kl, double ppl) {
+    pq_report_point *p = &r->pts[r->n_pts++];
+    snprintf(p->name, sizeof p->name, "%s", what);
+    p->bpw = bpw, p->kl = kl, p->ppl = ppl;
+}
+
+// The measured points: the unquantized model, every uniform integer item, the plan.
+static pq_status measure_points(run *r, pq_sens *sens) {
+    const pq_mix_table *t = &r->mix;
+    int *all = malloc((size_t)t->n_units * sizeof *all);
+    PQ_FAIL_IF(!all, PQ_ERR_NOMEM, "out of memory");
+    double kl, ppl, bpw, loss;
+    pq_status s = pq_sens_eval(sens, t, NULL, &kl, &ppl);
+    if (s == PQ_OK) add_point(r, "unquantized", 16, 0, ppl);
+    for (int k = 0; k < t->n_opts && s == PQ_OK; k++) {
+        if (t->opt[k].dense) continue;
+        for (int u = 0; u < t->n_units; u++) all[u] = k;
+        pq_mix_uniform(t, k, &bpw, &loss);
+        s = pq_sens_eval(sens, t, all, &kl, &ppl);
+        if (s == PQ_OK) add_point(r, t->opt[k].name, bpw, kl, ppl);
+    }
+    if (s == PQ_OK) s = pq_sens_eval(sens, t, r->choice, &kl, &ppl);
+    if (s == PQ_OK) add_point(r, "mixed", r->plan_bpw, kl, ppl);
+    if (s == PQ_OK) note(r, "mixed plan measured on the KL windows: KL %.4g (predicted %.4g), PPL %.4f (unquantized "
+                         "%.4f)", kl, r->plan_loss, ppl, r->pts[0].ppl);
+    free(all);
+    return s;
+}
+
+// pq.json's "measured" array (a new reference).
+static json_t *points_json(const run *r) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < r->n_pts; i++)
+        if (json_array_append_new(a, json_pack("{s:s, s:f, s:f, s:f}", "plan", r->pts[i].name, "bits_per_weight",
+                                                r->pts[i].bpw, "kl", r->pts[i].kl, "ppl", r->pts[i].ppl)) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+// --report: the plots and tables of the plan (quant/report.h).
+static pq_status write_report(run *r, const pq_quantize_result *res) {
+    pq_report_input in = {.model = r->q->model, .method = r->o.name,
+                          .menu = r->q->menu ? r->q->menu : PQ_MIX_DEFAULT_MENU,
+                          .rotation = r->src ? r->rot.hidden : NULL, .target_bpw = r->q->target_bpw,
+                          .plan_bpw = r->plan_bpw, .plan_loss = r->plan_loss, .written_bpw = res->bits_per_weight,
+                          .kl_windows = r->q->kl_windows < r->calib.n ? r->q->kl_windows : r->calib.n,
+                          .kl_len = r->calib.len, .t = &r->mix, .choice = r->choice, .pts = r->pts,
+                          .n_pts = r->n_pts};
+    return pq_report_write(r->q->report, &in);
+}
+
+// The sensitivity table, the knapsack's choice and the plan the run follows.
+static pq_status plan_mixed(run *r) {
+    const pq_quantize_request *q = r->q;
+    pq_mix_option opt[PQ_MIX_MAX_MENU];
+    int n;
+    PQ_TRY(pq_mix_menu_parse(q->menu ? q->menu : PQ_MIX_DEFAULT_MENU, opt, &n));
+    for (int k = 0; k < n; k++) // GPTQ's act-order, as its check completes the run's scheme
+        if (r->o.m == &PQ_METHOD_GPTQ && q->gptq.act_order && opt[k].scheme.group > 0)
+            opt[k].scheme.actorder = q->gptq.static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;
+    const pq_config *c = &r->m->cfg;
+    PQ_TRY(pq_mix_table_init(&r->mix, c->n_layers * PQ_NGROUPS, opt, n));
+    // GPTQ's act-order writes a g_idx for grouped weights (quant/gptq.h), static groups do not
+    pq_mix_table_shape(&r->mix, r->m, r->o.m == &PQ_METHOD_GPTQ && q->gptq.act_order && !q->gptq.static_groups);
+    double least = pq_mix_least_bpw(&r->mix); // before the measurement
+    PQ_FAIL_IF(least > q->target_bpw, PQ_ERR_ARG, "--target-bpw %g: the menu's cheapest items take %.4f bits per "
+               "weight", q->target_bpw, least);
+    r->choice = calloc((size_t)r->mix.n_units, sizeof *r->choice);
+    PQ_FAIL_IF(!r->choice, PQ_ERR_NOMEM, "out of memory");
+    pq_gptq_params gp = pq_gptq_default_params();
+    gp.damp = q->gptq.damp, gp.block_size = q->gptq.block_size, gp.act_order = q->gptq.act_order;
+    gp.static_groups = q->gptq.static_groups;
+    pq_sens_params sp = {.m = r->m, .calib = &r->calib, .gptq = r->o.m == &PQ_METHOD_GPTQ, .gp = gp,
+                         .kl_windows = q->kl_windows, .measure_all = q->measure_all, .pool = r->pool,
+                         .device = q->device, .note = method_note, .note_ud = r};
+    pq_sens *sens;
+    double t0 = pq_now();
+    PQ_TRY(pq_sens_run(&sp, &r->mix, &sens));
+    pq_status s = pq_mix_choose(&r->mix, q->target_bpw, r->choice, &r->plan_bpw, &r->plan_loss);
+    if (s == PQ_OK) s = pq_mix_plan_make(&r->mix, r->choice, c->n_layers, &r->plan);
+    if (s == PQ_OK) s = measure_points(r, sens);
+    pq_sens_free(sens);
+    PQ_TRY(s);
+    r->t_quant += pq_now() - t0;
+    note(r, "mixed plan: %.4f bits per weight (target %g), predicted KL %.4g (%.1f s of sensitivity measurement)",
+         r->plan_bpw, q->target_bpw, r->plan_loss, pq_now() - t0);
+    return PQ_OK;
+}
+
 static pq_status create_method(run *r) {
     pq_method_ctx c = {.q = r->q, .m = r->m, .scheme = &r->o.scheme, .dt = pq_model_dtype(r->m),
                        .calib = r->o.calibrated ? &r->calib : NULL, .scales = r->scales, .pool = r->pool,
-                       .note = method_note, .note_ud = r};
+                       .note = method_note, .note_ud = r, .mix = mixed(r) ? &r->plan : NULL};
     PQ_TRY(r->o.m->create(r->o.m, &c, &r->state));
     if (r->o.calibrated) PQ_TRY(r->o.m->hooks(r->state, &r->hooks));
     return PQ_OK;
@@ -239,6 +366,15 @@ static pq_status journal_key(run *r) {
              (unsigned long long)q->calib.seed, g->damp, g->block_size, g->act_order, g->static_groups,
              g->true_sequential, sp->alpha, sp->grid, sp->clip_grid, sp->search_tokens,
              r->hooks.stats & PQ_STAT_XTX ? pq_device_name(dev) : "cpu");
+    if (pq_request_rotates(q)) {
+        size_t n = strlen(line);
+        snprintf(line + n, sizeof line - n, "|rotate hadamard seed %llu", (unsigned long long)q->rotate_seed);
+    }
+    if (mixed(r)) {
+        size_t n = strlen(line);
+        snprintf(line + n, sizeof line - n, "|mixed %.17g menu %s kl %d all %d", q->target_bpw,
+                 q->menu ? q->menu : PQ_MIX_DEFAULT_MENU, q->kl_windows, q->measure_all);
+    }
     for (int i = 0; i <= PQ_CKPT_NSIDE_FILES; i++) { // config.json and the side files
         PQ_TRY(pq_path_join(r->input_paths[i], PATH_CAP, q->model, i ? PQ_CKPT_SIDE_FILES[i - 1] : "config.json"));
         files[i] = r->input_paths[i];
@@ -260,7 +396,8 @@ static void keep_dir(run *r) {
 // the side files, the weight files, the calibration text, the scales file.
 static pq_status collect_inputs(run *r) {
     const pq_quantize_request *q = r->q;
-    int nf = pq_st_file_count(r->m->st), n = 0, k = 0;
+    const pq_st *st = disk_model(r)->st;
+    int nf = pq_st_file_count(st), n = 0, k = 0;
     r->inputs = malloc((size_t)(4 + PQ_CKPT_NSIDE_FILES + nf) * sizeof *r->inputs);
     PQ_FAIL_IF(!r->inputs, PQ_ERR_NOMEM, "out of memory");
     r->inputs[n++] = q->model;
@@ -270,7 +407,7 @@ static pq_status collect_inputs(run *r) {
         PQ_TRY(pq_path_join(r->input_paths[k], PATH_CAP, q->model, PQ_CKPT_SIDE_FILES[i]));
         r->inputs[n++] = r->input_paths[k++];
     }
-    for (int f = 0; f < nf; f++) r->inputs[n++] = pq_st_file_path(r->m->st, f);
+    for (int f = 0; f < nf; f++) r->inputs[n++] = pq_st_file_path(st, f);
     if (r->o.calibrated) r->inputs[n++] = q->calib.path;
     if (q->scales) r->inputs[n++] = q->scales;
     r->spec.inputs = r->inputs;
@@ -339,7 +476,8 @@ static pq_status read_leftover(run *r) {
 
 // The checkpoint in the temporary directory; a resumed run's finished blocks recorded.
 static pq_status begin_checkpoint(run *r) {
-    pq_ckpt_params p = {.q = r->q, .m = r->m, .scheme = &r->o.scheme, .method = r->o.name, .folds = r->o.m->folds,
+    pq_ckpt_params p = {.q = r->q, .m = r->m, .disk = disk_model(r), .scheme = &r->o.scheme,
+                        .mix = mixed(r) ? &r->plan : NULL, .method = r->o.name, .folds = r->o.m->folds,
                         .source_sha256 = r->sha, .calib = r->o.calibrated ? &r->calib : NULL, .scales = r->scales};
     PQ_TRY(pq_ckpt_begin(&p, r->dir.tmp, r->adopted, &r->ck));
     for (int l = 0; l < r->blocks_done; l++) {
@@ -393,16 +531,21 @@ static pq_status quantize_head(run *r) {
     return s;
 }
 
+// pq.json's "calibration" object (a new reference).
+static json_t *calibration_json(const run *r) {
+    const pq_quantize_request *q = r->q;
+    return json_pack("{s:s, s:s, s:I, s:i, s:i, s:I, s:s}", "file", q->calib.path, "sha256", r->calib.sha256,
+                     "text_tokens", (json_int_t)r->calib.stream_tokens, "nsamples", r->calib.n, "seqlen",
+                     r->calib.len, "seed", (json_int_t)q->calib.seed, "mode", pq_calib_mode_name(q->calib.mode));
+}
+
 // pq.json's members of a calibrated run: the calibration, the method's
 // object and the output error (a new object).
 static json_t *calibrated_provenance(run *r, const pq_quantize_result *res) {
-    const pq_quantize_request *q = r->q;
     pq_method_summary sum = {.report = &r->mem, .damp_raised = r->damp_raised};
-    return json_pack("{s:{s:s, s:s, s:I, s:i, s:i, s:I, s:s}, s:o, s:{s:f, s:f}}", "calibration", "file",
-                     q->calib.path, "sha256", r->calib.sha256, "text_tokens", (json_int_t)r->calib.stream_tokens,
-                     "nsamples", r->calib.n, "seqlen", r->calib.len, "seed", (json_int_t)q->calib.seed, "mode",
-                     pq_calib_mode_name(q->calib.mode), r->o.name, r->o.m->provenance(r->state, &sum),
-                     PQ_JSON_OUT_ERR, "mean", res->mean_out_err, "max", res->max_out_err);
+    return json_pack("{s:o, s:o, s:{s:f, s:f}}", "calibration", calibration_json(r), r->o.name,
+                     r->o.m->provenance(r->state, &sum), PQ_JSON_OUT_ERR, "mean", res->mean_out_err, "max",
+                     res->max_out_err);
 }
 
 // pq-run.json: what differs from run to run of the same inputs (seconds,
@@ -452,13 +595,33 @@ static pq_status finish_quantize(run *r, pq_quantize_result *out, double t0) {
         out->mean_out_err = out->max_out_err = 0;
     }
     out->seconds = pq_now() - t0;
-    json_t *record = run_record(r, out), *extra = r->o.calibrated ? calibrated_provenance(r, out) : json_object();
+    json_t *record = run_record(r, out), *extra = r->o.calibrated ? calibrated_provenance(r, out)
+                                                 : mixed(r)       ? json_pack("{s:o}", "calibration", calibration_json(r))
+                                                                  : json_object();
+    if (extra && r->src &&
+        json_object_set_new(extra, "rotation",
+                            json_pack("{s:s, s:I, s:s, s:s, s:b, s:b, s:b}", "kind", "hadamard", "seed",
+                                      (json_int_t)r->q->rotate_seed, "hidden", r->rot.hidden, "head", r->rot.head,
+                                      "hadamard", r->rot.hadamard, "norms_folded", 1, "untied_lm_head",
+                                      r->rot.untied)) != 0) {
+        json_decref(extra);
+        extra = NULL;
+    }
+    if (extra && mixed(r)) {
+        json_t *mj = pq_mix_json(&r->mix, r->choice, r->q->target_bpw, r->plan_bpw, r->plan_loss);
+        if (!mj || json_object_set_new(mj, "measured", points_json(r)) != 0 ||
+            json_object_set_new(extra, "mixed", mj) != 0) {
+            json_decref(extra);
+            extra = NULL;
+        }
+    }
     if (!record || !extra) {
         json_decref(record);
         json_decref(extra);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for pq.json");
     }
     PQ_TRY(pq_ckpt_provenance(r->ck, out, record, extra));
+    if (r->q->report) PQ_TRY(write_report(r, out));
     if (r->o.calibrated) PQ_TRY(finish_journal(r));
     return pq_outdir_commit(&r->dir);
 }
@@ -474,6 +637,9 @@ static pq_status keep_for_resume(run *r, pq_status s) {
 }
 
 static void free_run(run *r) {
+    pq_mix_plan_free(&r->plan);
+    pq_mix_table_free(&r->mix);
+    free(r->choice);
     if (r->o.m && r->state) r->o.m->free(r->state);
     pq_ckpt_loaded_free(&r->loaded);
     pq_ckpt_free(r->ck, r->keep);
@@ -484,7 +650,8 @@ static void free_run(run *r) {
     pq_calib_data_free(&r->calib);
     pq_scales_close(r->scales);
     pq_pool_free(r->pool);
-    pq_model_free(r->m);
+    pq_model_free(r->m); // the rotation first: it points into the source
+    pq_model_free(r->src);
 }
 
 pq_status pq_quantize(const pq_quantize_request *q, pq_quantize_progress progress, void *ud,
@@ -500,7 +667,8 @@ pq_status pq_quantize(const pq_quantize_request *q, pq_quantize_progress progres
         PQ_TRY_GOTO(s, pq_scales_check(r.scales, r.m, r.sha, &r.o.scheme));
     }
     PQ_TRY_GOTO(s, open_outdir(&r));
-    if (r.o.calibrated) PQ_TRY_GOTO(s, load_calibration(&r));
+    if (r.o.calibrated || mixed(&r)) PQ_TRY_GOTO(s, load_calibration(&r));
+    if (mixed(&r)) PQ_TRY_GOTO(s, plan_mixed(&r));
     PQ_TRY_GOTO(s, create_method(&r));
     if (r.o.calibrated) PQ_TRY_GOTO(s, journal_key(&r));
     if (r.adopted) PQ_TRY_GOTO(s, read_leftover(&r));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "quant/gptq.h"
+#include "quant/mixed.h"
 
 enum { Q = 1 << QUANT_CLI_QUANTIZE, C = 1 << QUANT_CLI_CALIBRATE, QC = Q | C };
 
@@ -44,6 +45,23 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "output channel or per tensor", .choices = "channel|tensor"}},
         {Q, {.name = "--quantize-head", .kind = FLAG_BOOL, .dst = &q->quantize_head, .help = "quantize lm_head too "
              "(untied models; default: FP16)", .value = 1}},
+        {Q, {.name = "--rotate", .kind = FLAG_CHOICE, .dst = &a->rotate, .help = "rotate the residual stream by a "
+             "randomized Hadamard matrix first, folded into the weights (norms folded, a tied lm_head untied): the "
+             "same function, fewer outliers; OUT stays an ordinary checkpoint", .choices = "none|hadamard"}},
+        {Q, {.name = "--rotate-seed", .kind = FLAG_INT, .dst = &a->rotate_seed, .help = "--rotate: seed of the "
+             "rotation's random signs", .metavar = "S", .min = 0, .max = INT_MAX}},
+        {Q, {.name = "--target-bpw", .kind = FLAG_DOUBLE, .dst = &q->target_bpw, .help = "choose a scheme per group "
+             "of linears (q/k/v, o, gate/up, down of each block) from --menu, least predicted KL at this average of "
+             "bits per weight (rtn, gptq; needs --calib; 0 = off)", .metavar = "B", .min = 0, .max = 16}},
+        {Q, {.name = "--menu", .kind = FLAG_STR, .dst = &q->menu, .help = "--target-bpw: the items, w<bits>[g<32|"
+             "64|128>][a] or fp16 (default " PQ_MIX_DEFAULT_MENU ")", .metavar = "LIST"}},
+        {Q, {.name = "--kl-windows", .kind = FLAG_INT, .dst = &q->kl_windows, .help = "--target-bpw: calibration "
+             "windows the sensitivity's KL is measured on", .metavar = "N", .min = 1, .max = 1 << 20}},
+        {Q, {.name = "--measure-all", .kind = FLAG_BOOL, .dst = &q->measure_all, .help = "--target-bpw: measure the "
+             "KL of every group with every item (else: the cheapest item's, scaled by output error)", .value = 1}},
+        {Q, {.name = "--report", .kind = FLAG_STR, .dst = &q->report, .help = "--target-bpw: also write an HTML "
+             "report (.svg: the plots alone) of the sensitivity, the choice and PPL against bits per weight",
+             .metavar = "FILE"}},
         {Q, {.name = "--zstd", .kind = FLAG_BOOL, .dst = &a->zstd, .help = "also write model.safetensors.zst (zstd "
              "level 9)", .value = 1}},
         {Q, {.name = "--force", .kind = FLAG_BOOL, .dst = &q->force, .help = "replace an existing OUT once the new "
@@ -111,6 +129,8 @@ static int request(quant_cli *a, const char *cmd, const char *model, unsigned se
     q->device = (pq_device)a->device;
     q->scheme.fp8_tensor = a->fp8_scale == 1;
     q->scheme.act_static = a->act_scale == 1;
+    q->rotate = a->rotate ? "hadamard" : NULL;
+    q->rotate_seed = (uint64_t)a->rotate_seed;
     q->zstd_level = a->zstd ? 9 : 0; // level 19 gains ~3% on packed weights at ~20x the time
     pq_status s = pq_quantize_parse_group(a->group, &q->scheme.group);
     if (s == PQ_OK) s = pq_quantize_parse_alpha(a->alpha, &q->smooth.alpha);

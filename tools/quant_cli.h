@@ -10,13 +10,14 @@
 
 typedef enum { QUANT_CLI_QUANTIZE, QUANT_CLI_CALIBRATE } quant_cli_cmd;
 
-#define QUANT_CLI_MAX_FLAGS 40
+#define QUANT_CLI_MAX_FLAGS 48
 
 typedef struct {
     quant_cli_cmd cmd;
     pq_quantize_request q;
     const char *group, *alpha;                        // parsed into q by quant_cli_request
-    int fp8_scale, act_scale, seed, mode, device, zstd, json;
+    int fp8_scale, act_scale, seed, mode, device, zstd, json, rotate, rotate_seed;
+    double target_bpw;
     cli_flag flags[QUANT_CLI_MAX_FLAGS];
     int n_flags;
 } quant_cli;

@@ -57,10 +57,12 @@ def main():
     if n == 0:
         print(f"FAIL - {out}: no quantized linear found")
         sys.exit(1)
-    w = qc["config_groups"]["group_0"]["weights"]
-    print(f"ok - {out}: {qc['format']} {w['type']}{w['num_bits']} {w['strategy']} group {w['group_size']} "
-          f"sym {w['symmetric']}: {n} linears decompressed by compressed-tensors equal pq's weights "
-          f"(rounded to {dtype}; f32 vs {dtype} max diff {worst:.3g})")
+    groups = qc["config_groups"]
+    kinds = ", ".join(f"{g['weights']['type']}{g['weights']['num_bits']} {g['weights']['strategy']} group "
+                      f"{g['weights']['group_size']} sym {g['weights']['symmetric']}" for g in groups.values())
+    print(f"ok - {out}: {qc['format']} {kinds}{' (%d groups)' % len(groups) if len(groups) > 1 else ''}: {n} "
+          f"linears decompressed by compressed-tensors equal pq's weights (rounded to {dtype}; f32 vs {dtype} "
+          f"max diff {worst:.3g})")
 
 
 if __name__ == "__main__":

@@ -33,10 +33,17 @@ for flags in "--scheme w4a16 --group channel" "--scheme w4a16 --group channel --
     "--scheme w8a8" "--scheme fp8" "--scheme fp8 --fp8-scale tensor" "--scheme fp8-dynamic"; do
     check "$F" $flags
 done
+# --rotate (a plain Llama with its own lm_head) and --target-bpw (several config groups, fp16 linears ignored)
+C=$SHARED/data/c4_validation_2k.txt
+MIX="--calib $C --nsamples 8 --seqlen 128 --kl-windows 2"
+check "$F" --scheme w8a16 --rotate hadamard
+check "$F" --target-bpw 6 --menu w4,w4a,w8,fp16 $MIX
+check "$F" --method gptq --target-bpw 5 --menu w4,w8,fp16 --rotate hadamard --rotate-seed 3 $MIX
 for m in "$W/tiny-f16" "$W/tiny-bf16"; do
     for flags in "--scheme w4a16 --group 32" "--scheme w4a16 --group 64 --asym" "--scheme w4a16 --group 128" \
         "--scheme w4a16 --group 128 --asym --quantize-head" "--scheme w8a16 --group 128" "--scheme w8a16" \
-        "--scheme w8a8 --quantize-head" "--scheme fp8 --fp8-scale tensor" "--scheme fp8-dynamic --quantize-head"; do
+        "--scheme w8a8 --quantize-head" "--scheme fp8 --fp8-scale tensor" "--scheme fp8-dynamic --quantize-head" \
+        "--target-bpw 4.6 --menu w4g32,w4g128a,w8g64,fp16 $MIX" "--scheme w4a16 --group 64 --rotate hadamard"; do
         check "$m" $flags
     done
 done
