@@ -14,7 +14,6 @@ pq_status pq_xtx_cuda_create(int cols, pq_act_dtype dt, void *stream, pq_xtx_cud
 void pq_xtx_cuda_free(pq_xtx_cuda *h) { (void)h; }
 pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const uint16_t *d_x, int T) { return none(); }
 pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx) { return none(); }
-const float *pq_xtx_cuda_device(const pq_xtx_cuda *h) { return NULL; }
 
 size_t pq_calib_gpu_device_bytes(const pq_config *c, int n, int len) { return 0; }
 pq_act_dtype pq_calib_gpu_dtype(const pq_model *m) { return PQ_ACT_F16; }

@@ -67,4 +67,3 @@ extern "C" pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx) {
     return PQ_OK;
 }
 
-extern "C" const float *pq_xtx_cuda_device(const pq_xtx_cuda *h) { return h->d_c; }

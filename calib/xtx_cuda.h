@@ -54,10 +54,6 @@ pq_status pq_xtx_cuda_add(pq_xtx_cuda *h, const uint16_t *d_x, int T);
 // the same sums up to f32 rounding order.
 pq_status pq_xtx_cuda_read(pq_xtx_cuda *h, float *xtx);
 
-// The accumulation on the device, f32 [cols][cols] (symmetric up to
-// rounding), valid until pq_xtx_cuda_free: GPTQ on the GPU reads it there.
-const float *pq_xtx_cuda_device(const pq_xtx_cuda *h);
-
 #ifdef __cplusplus
 }
 #endif

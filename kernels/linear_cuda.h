@@ -48,7 +48,7 @@ const char *pq_act_dtype_name(pq_act_dtype dt); // "fp16", "bf16"
 
 // The device layouts of the quantized formats: one struct each, filled by
 // the upload (host code, compiled as C or C++) and passed by value to the
-// CUDA kernels (kernels/qgemv_cuda.cu, qrows_cuda.cu, qtile_cuda.cu), which
+// CUDA kernels (kernels/qgemv_cuda.cu, qrows_cuda.cu: pq_qtile_cuda too), which
 // read the layout through it alone; the offsets and sizes below are checked
 // by every compiler of this header, so all of them agree on it.
 //

@@ -397,10 +397,37 @@ static void check_tiled_cpu(void) {
              "pq_qtile_ref: row 9 column 3 of a 4-bit weight is nibble 5 of tiled word 144 (got 0x%08x)", out[144]);
 }
 
+// pq_qtile_cuda against pq_qtile_ref, word for word: 4 and 8 bits, ragged
+// rows and columns, a perm, in one call and in chunks of rows as the
+// upload calls it.
+static void check_qtile_gpu(void) {
+    PQ_SKIP_UNLESS_GPU(have_gpu, "the tiling kernel on the GPU");
+    struct { int rows, cols, bits, perm, chunk; } c[] = {
+        {37, 700, 4, 0, 0}, {37, 700, 4, 1, 16}, {64, 4104, 4, 0, 32}, {19, 200, 8, 1, 0}, {48, 4104, 8, 0, 16},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const int rows = c[i].rows, cols = c[i].cols, bits = c[i].bits, nst = pq_tile_stages(cols, bits);
+        const size_t stride = (size_t)pq_qpack_words_per_row(cols, bits) * 4;
+        const size_t words = (size_t)((rows + 15) / 16) * nst * PQ_TILE_WORDS;
+        uint8_t *src = malloc((size_t)rows * stride);
+        uint32_t *want = malloc(words * 4), *got = malloc(words * 4);
+        int32_t *perm = c[i].perm ? malloc((size_t)cols * 4) : NULL;
+        for (size_t k = 0; k < (size_t)rows * stride; k++) src[k] = (uint8_t)pq_test_u64();
+        for (int k = 0; perm && k < cols; k++) perm[k] = cols - 1 - k;
+        pq_qtile_ref(src, stride, rows, cols, bits, perm, nst, want);
+        pq_status s = pq_cuda_test_qtile(src, stride, rows, cols, bits, perm, nst, c[i].chunk, got);
+        PQ_CHECK(s == PQ_OK && memcmp(got, want, words * 4) == 0,
+                 "pq_qtile_cuda %d-bit [%d x %d]%s, %s == pq_qtile_ref word for word (%s)", bits, rows, cols,
+                 perm ? " permuted" : "", c[i].chunk ? "in chunks of rows" : "one call", pq_last_error());
+        free(src); free(want); free(got); free(perm);
+    }
+}
+
 int main(void) {
     pq_test_seed();
     have_gpu = pq_cuda_device_count() > 0;
     check_tiled_cpu();
+    check_qtile_gpu();
     check_qpack();
     check_int8_fp8();
     check_actq();

@@ -44,6 +44,10 @@ pq_status pq_cuda_test_qlinear(const pq_linear *W, pq_act_dtype dt, const float 
     return none();
 }
 pq_status pq_cuda_test_qrows(const pq_linear *W, pq_act_dtype dt, int r0, int n, float *out) { return none(); }
+pq_status pq_cuda_test_qtile(const uint8_t *src, size_t src_stride, int rows, int cols, int bits,
+                             const int32_t *perm, int nst, int chunk, uint32_t *out) {
+    return none();
+}
 pq_status pq_cuda_test_actq(const pq_actq *act, pq_act_dtype dt, const float *x, int T, int cols, uint8_t *q,
                             float *scale) {
     return none();

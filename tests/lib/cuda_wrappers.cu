@@ -314,6 +314,30 @@ done:
     return st;
 }
 
+pq_status pq_cuda_test_qtile(const uint8_t *src, size_t src_stride, int rows, int cols, int bits,
+                             const int32_t *perm, int nst, int chunk, uint32_t *out) {
+    PQ_FAIL_IF(chunk % PQ_TILE_ROWS || chunk < 0, PQ_ERR_ARG, "chunk of %d rows", chunk);
+    const size_t words = (size_t)((rows + PQ_TILE_ROWS - 1) / PQ_TILE_ROWS) * nst * PQ_TILE_WORDS;
+    scratch s;
+    pq_status st;
+    void *d_src, *d_perm = NULL, *d_out;
+    PQ_TRY_GOTO(st, begin(&s));
+    PQ_TRY_GOTO(st, dev(&s, &d_src, src, (size_t)rows * src_stride));
+    if (perm) PQ_TRY_GOTO(st, dev(&s, &d_perm, perm, (size_t)cols * sizeof(int32_t)));
+    PQ_TRY_GOTO(st, dev(&s, &d_out, NULL, words * sizeof(uint32_t)));
+    PQ_CHECK_GOTO(cudaMemsetAsync(d_out, 0xff, words * sizeof(uint32_t), s.st) != cudaSuccess, st, PQ_ERR_CUDA,
+                  "cudaMemsetAsync");
+    for (int r0 = 0; r0 < rows; r0 += chunk ? chunk : rows) {
+        const int n = chunk && rows - r0 > chunk ? chunk : rows - r0;
+        PQ_TRY_GOTO(st, pq_qtile_cuda((const uint8_t *)d_src + (size_t)r0 * src_stride, src_stride, r0, n, cols, bits,
+                                      (const int32_t *)d_perm, nst, (uint32_t *)d_out, s.st));
+    }
+    PQ_TRY_GOTO(st, fetch(&s, out, d_out, words * sizeof(uint32_t)));
+done:
+    release(&s);
+    return st;
+}
+
 pq_status pq_cuda_test_actq(const pq_actq *act, pq_act_dtype dt, const float *x, int T, int cols, uint8_t *q,
                             float *scale) {
     // padded as pq_linear_cuda_forward pads: columns to 64, tokens to 32

@@ -65,6 +65,13 @@ pq_status pq_cuda_test_qlinear(const pq_linear *W, pq_act_dtype dt, const float 
 // out [n][cols]: rows r0..r0+n of W from pq_qlinear_rows_cuda, widened to
 // f32 (in the weight's stored column order: see perm).
 pq_status pq_cuda_test_qrows(const pq_linear *W, pq_act_dtype dt, int r0, int n, float *out);
+// out (the whole tiled array, ceil(rows / 16) * nst * 512 words) from
+// pq_qtile_cuda on the code matrix src [rows][src_stride bytes], in calls
+// of `chunk` rows (a multiple of 16; 0: one call), each given only its
+// rows, as the upload calls it; perm [cols] or NULL. The array starts as
+// 0xff bytes: every word must be written.
+pq_status pq_cuda_test_qtile(const uint8_t *src, size_t src_stride, int rows, int cols, int bits,
+                             const int32_t *perm, int nst, int chunk, uint32_t *out);
 // q [T][cols] codes and scale [T] from pq_actq_cuda (x rounded to dt), and
 // the padding checked (codes past cols and tokens past T zero).
 pq_status pq_cuda_test_actq(const pq_actq *act, pq_act_dtype dt, const float *x, int T, int cols, uint8_t *q,
