@@ -18,8 +18,6 @@ extern "C" {
 // Source bytes per staging chunk of an upload (dense conversion, tiling).
 #define STAGING_BYTES ((size_t)64 << 20)
 
-const char *pq_act_dtype_name(pq_act_dtype dt) { return dt == PQ_ACT_BF16 ? "bf16" : "fp16"; }
-
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 // ---- dense weights: converted on the device ----------------------------------------------------

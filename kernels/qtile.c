@@ -1,5 +1,6 @@
-// The tiled layout of 4- and 8-bit codes on the GPU, in plain C: the
-// specification of pq_qtile_cuda (kernels/linear_cuda.h).
+// The host-side C of kernels/linear_cuda.h, built with or without nvcc: the
+// tiled layout of 4- and 8-bit codes on the GPU (pq_qtile_ref, the
+// specification of pq_qtile_cuda) and the activation type's name.
 #include <string.h>
 
 #include "kernels/linear_cuda.h"
@@ -16,3 +17,5 @@ void pq_qtile_ref(const uint8_t *src, size_t src_stride, int rows, int cols, int
             out[pq_tile_word(r, c / per, nst)] |= code << (pq_tile_code_pos(bits, c % per) * bits);
         }
 }
+
+const char *pq_act_dtype_name(pq_act_dtype dt) { return dt == PQ_ACT_BF16 ? "bf16" : "fp16"; }
