@@ -77,7 +77,16 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
     r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
     r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool));
     pq_device dev;
-    if (pq_device_resolve(p->device, &dev) == PQ_OK && use_gpu(meth, dev)) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
+    if (pq_device_resolve(p->device, &dev) == PQ_OK && use_gpu(meth, dev)) {
+        if (meth->stats & ~PQ_STAT_XTX) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
+        r->gpu_bytes = pq_calib_gpu_device_bytes(c, d->n, d->len);
+        for (int g = 0; g < PQ_NGROUPS; g++) {
+            size_t cols = (size_t)pq_input_group_cols(c, g), b = cols * cols * sizeof(float);
+            r->gpu_bytes += p->true_sequential ? 0 : b;
+            if (p->true_sequential && b > r->gpu_xtx_max) r->gpu_xtx_max = b;
+        }
+        r->gpu_bytes += r->gpu_xtx_max;
+    }
     for (int g = 0; g < PQ_NGROUPS; g++) {
         size_t b = pq_act_stats_bytes(pq_input_group_cols(c, g), meth->stats);
         r->stats_bytes = p->true_sequential ? (b > r->stats_bytes ? b : r->stats_bytes) : r->stats_bytes + b;
@@ -103,8 +112,7 @@ typedef struct {
     int active[PQ_NGROUPS]; // measured in the current pass
     int on_gpu;             // X^T X accumulated and the block passes run on the GPU
     pq_xtx_cuda *gpu[PQ_NGROUPS];
-    pq_calib_gpu *blocks;   // the GPU block passes (on_gpu)
-    pq_status hook_st;      // the first failure inside a hook
+    pq_calib_gpu *blocks;   // the GPU block passes (on_gpu): X lives on the device
 } drv;
 
 static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
@@ -112,14 +120,27 @@ static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, i
     for (int g = 0; g < PQ_NGROUPS; g++) {
         if (PQ_INPUT_GROUPS[g].input != slot || !v->active[g]) continue;
         double t0 = pq_now();
-        int what = v->st[g].want;
-        if (v->gpu[g]) {
-            what &= ~PQ_STAT_XTX;
-            if (v->hook_st == PQ_OK) v->hook_st = pq_xtx_cuda_add(v->gpu[g], x, T);
-        }
-        pq_act_stats_add(&v->st[g], x, T, what, v->p->pool);
+        pq_act_stats_add(&v->st[g], x, T, v->st[g].want, v->p->pool);
         v->r->t_stats += pq_now() - t0;
     }
+}
+
+// The hook of a pass on the GPU: X^T X from the device input as it is;
+// other statistics (PQ_STAT_ABS) from a host copy.
+static pq_status on_input_gpu(void *ud, int layer, pq_linear_slot slot, const uint16_t *d_x, int T, int cols,
+                              void *stream) {
+    drv *v = ud;
+    for (int g = 0; g < PQ_NGROUPS; g++) {
+        if (PQ_INPUT_GROUPS[g].input != slot || !v->active[g]) continue;
+        double t0 = pq_now();
+        int rest = v->st[g].want & ~PQ_STAT_XTX;
+        PQ_TRY(pq_xtx_cuda_add(v->gpu[g], d_x, T));
+        const float *x = NULL;
+        if (rest) PQ_TRY(pq_calib_gpu_fetch(v->blocks, d_x, T, cols, &x));
+        pq_act_stats_add(&v->st[g], x, T, rest, v->p->pool); // counts the rows
+        v->r->t_stats += pq_now() - t0;
+    }
+    return PQ_OK;
 }
 
 // The linear workspace for the block's current linears (quantized ones may need more).
@@ -138,46 +159,53 @@ static pq_status ensure_ws(drv *v, const pq_layer *L) {
     return PQ_OK;
 }
 
-// Every window through block l: in place on X (hooks NULL), or on a copy
-// with the hooks of the active groups. On the GPU when the run is there and
-// the block's current linears upload; else (or for a block the CUDA backend
-// cannot run: counted in cpu_passes) on the CPU.
+// Every window through block l: in place on X (measure 0), or on a copy
+// with the hooks of the active groups. On the GPU (X resident there) when
+// the run is there and the block's current linears upload; else (or for a
+// block the CUDA backend cannot run: counted in cpu_passes, X travels to
+// the host and back) on the CPU.
 static pq_status pass(drv *v, int l, int measure) {
     const pq_config *c = &v->m->cfg;
     pq_layer *L = &v->m->layers[l];
     pq_block_hooks hooks = {on_input, v};
     size_t win = (size_t)v->d->len * c->hidden;
     double t0 = pq_now(), t_stats0 = v->r->t_stats;
-    int gpu = 0;
     if (v->blocks) {
         pq_status s = pq_calib_gpu_load(v->blocks, L, l);
         if (s != PQ_ERR_FORMAT && s != PQ_ERR_NUMERIC) PQ_TRY(s);
-        gpu = s == PQ_OK;
-        v->r->cpu_passes += !gpu;
-    }
-    if (!gpu) PQ_TRY(ensure_ws(v, L));
-    pq_status s = PQ_OK;
-    for (int w = 0; w < v->d->n && s == PQ_OK && v->hook_st == PQ_OK; w++) {
-        float *x = v->X + (size_t)w * win;
-        if (gpu) {
-            s = pq_calib_gpu_forward(v->blocks, l, x, measure ? NULL : x, measure ? &hooks : NULL);
-            continue;
+        v->r->cpu_passes += s != PQ_OK;
+        if (s == PQ_OK) {
+            pq_calib_gpu_hooks gh = {on_input_gpu, v};
+            s = pq_calib_gpu_pass(v->blocks, l, measure ? &gh : NULL);
+            v->r->t_forward += pq_now() - t0 - (v->r->t_stats - t_stats0);
+            return s;
         }
+        PQ_TRY(pq_calib_gpu_get_inputs(v->blocks, v->X));
+    }
+    PQ_TRY(ensure_ws(v, L));
+    for (int w = 0; w < v->d->n; w++) {
+        float *x = v->X + (size_t)w * win;
         if (measure) x = memcpy(v->xw, x, win * sizeof(float));
         pq_block_forward_cpu(c, L, l, x, v->d->len, 0, v->kc, v->vc, &v->s, v->p->pool, measure ? &hooks : NULL);
     }
     v->r->t_forward += pq_now() - t0 - (v->r->t_stats - t_stats0);
-    PQ_TRY(s);
-    return v->hook_st;
+    if (v->blocks && !measure) PQ_TRY(pq_calib_gpu_set_inputs(v->blocks, v->X));
+    return PQ_OK;
 }
 
 static pq_status check_finite(const drv *v, int l) {
     size_t n = (size_t)v->d->n * v->d->len * v->m->cfg.hidden;
-    for (size_t i = 0; i < n; i++)
-        PQ_FAIL_IF(!isfinite(v->X[i]), PQ_ERR_NUMERIC,
-                   "calibration: block %d output is not finite (window %zu, token %zu, channel %zu)", l,
-                   i / ((size_t)v->d->len * v->m->cfg.hidden), i / v->m->cfg.hidden % v->d->len,
-                   i % v->m->cfg.hidden);
+    long long bad = -1;
+    if (v->blocks) {
+        PQ_TRY(pq_calib_gpu_first_nonfinite(v->blocks, &bad));
+    } else {
+        for (size_t i = 0; i < n && bad < 0; i++)
+            if (!isfinite(v->X[i])) bad = (long long)i;
+    }
+    size_t i = (size_t)bad;
+    PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "calibration: block %d output is not finite (window %zu, token %zu, channel %zu)",
+               l, i / ((size_t)v->d->len * v->m->cfg.hidden), i / v->m->cfg.hidden % v->d->len,
+               i % v->m->cfg.hidden);
     return PQ_OK;
 }
 
@@ -202,13 +230,14 @@ static pq_status quantize_block(drv *v, int l) {
         pq_status s = PQ_OK;
         for (int g = g0; g < g1 && s == PQ_OK; g++) {
             s = pq_act_stats_init(&v->st[g], pq_input_group_cols(c, g), v->meth->stats);
-            if (s == PQ_OK && v->on_gpu && (v->meth->stats & PQ_STAT_XTX))
-                s = pq_xtx_cuda_create(pq_input_group_cols(c, g), v->d->len, &v->gpu[g]);
+            if (s == PQ_OK && v->blocks)
+                s = pq_xtx_cuda_create(pq_input_group_cols(c, g), pq_calib_gpu_dtype(v->m),
+                                       pq_calib_gpu_stream(v->blocks), &v->gpu[g]);
             v->active[g] = 1;
         }
         if (s == PQ_OK) s = pass(v, l, 1);
         for (int g = g0; g < g1 && s == PQ_OK; g++)
-            if (v->gpu[g]) s = pq_xtx_cuda_read(v->gpu[g], v->st[g].xtx);
+            if (v->gpu[g] && v->st[g].n) s = pq_xtx_cuda_read(v->gpu[g], v->st[g].xtx);
         for (int g = g0; g < g1 && s == PQ_OK; g++) pq_act_stats_finish(&v->st[g]);
         double t0 = pq_now();
         if (v->meth->quantize_block && s == PQ_OK) s = v->meth->quantize_block(v->meth->ud, l, L, v->st, v->X);
@@ -274,7 +303,10 @@ pq_status pq_calib_run(pq_model *m, const pq_calib_data *d, const pq_calib_metho
     PQ_TRY_GOTO(s, pq_blas_init());
     PQ_TRY_GOTO(s, setup(&v));
     v.on_gpu = r->on_gpu = gpu;
-    if (gpu) PQ_TRY_GOTO(s, pq_calib_gpu_create(c, d->len, &v.blocks));
+    if (gpu) {
+        PQ_TRY_GOTO(s, pq_calib_gpu_create(c, pq_calib_gpu_dtype(m), d->n, d->len, &v.blocks));
+        PQ_TRY_GOTO(s, pq_calib_gpu_set_inputs(v.blocks, v.X));
+    }
     for (int l = 0; l < c->n_layers; l++) {
         pq_layer saved = m->layers[l];
         int resumed = l < p->first_block;

@@ -28,12 +28,13 @@
 // Devices: the device is resolved by the one rule (kernels/cuda_host.h:
 // auto is the GPU when there is one; cuda without one is PQ_ERR_NO_DEVICE,
 // whatever the method). For a method that needs X^T X (GPTQ), on the GPU
-// the statistic is accumulated on the GPU with
-// cuBLAS (calib/xtx_cuda.h) and the block passes run the CUDA engine's block
-// (calib/block_gpu.h: FP16 weights and matrix inputs, so the statistics are
-// those of the FP16 activations a GPU run sees); a block whose linears the
-// CUDA backend cannot run falls back to the CPU engine's block
-// (eval/block_cpu.h) for that pass. Other methods run on the CPU.
+// X lives on the device for the whole run, the block passes run the CUDA
+// engine's block (calib/block_gpu.h: 16-bit weights and matrix inputs, so
+// the statistics are those of the activations a GPU run sees) and X^T X is
+// accumulated there from the device activations (calib/xtx_cuda.h); a block
+// whose linears the CUDA backend cannot run falls back to the CPU engine's
+// block (eval/block_cpu.h) for that pass, X copied to the host and back.
+// Other methods run on the CPU.
 #ifndef PQ_CALIB_DRIVER_H
 #define PQ_CALIB_DRIVER_H
 
@@ -107,6 +108,9 @@ typedef struct {
     // measured
     size_t peak_rss;       // the run's peak RSS (VmHWM, reset when the run starts)
     double t_embed, t_forward, t_stats, t_method; // seconds: embedding, block passes, accumulation, method
+    size_t gpu_bytes;      // on the GPU: X, one window's scratch and the X^T X of the groups measured
+                           //   at once (not the block's weights, its linear workspace, the method's)
+    size_t gpu_xtx_max;    //   (true_sequential: the largest group's X^T X, counted once)
     int on_gpu;            // X^T X was accumulated and the block passes ran on the GPU
     int cpu_passes;        //   passes that fell back to the CPU (a block the CUDA backend refused)
     size_t peak_gpu_bytes; //   the most device memory seen in use (calib/block_gpu.h)

@@ -4,7 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sys.h"
 #include "eval/backend.h"
+#include "kernels/loss.h"
+
+// Rows of logits per chunk when the loss is computed from a backend's logits.
+#define NLL_CHUNK 64
 
 struct pq_engine {
     const pq_model *m;
@@ -16,7 +21,7 @@ struct pq_engine {
 };
 
 pq_engine_params pq_engine_default_params(void) {
-    return (pq_engine_params){.max_ctx = 0, .nthreads = 0, .device = PQ_DEVICE_AUTO};
+    return (pq_engine_params){.max_ctx = 0, .nthreads = 0, .device = PQ_DEVICE_AUTO, .no_graphs = 0};
 }
 
 pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engine **out) {
@@ -32,7 +37,7 @@ pq_status pq_engine_create(const pq_model *m, const pq_engine_params *p, pq_engi
     e->device = dev;
     e->max_ctx = max_ctx;
     char why[300] = "";
-    pq_status s = dev == PQ_DEVICE_CUDA ? pq_backend_cuda_create(m, max_ctx, &e->b)
+    pq_status s = dev == PQ_DEVICE_CUDA ? pq_backend_cuda_create(m, max_ctx, !p->no_graphs, &e->b)
                                         : pq_backend_cpu_create(m, max_ctx, p->nthreads, &e->b);
     // --device auto: a model the CUDA backend cannot run (a format or shape it
     // does not support, a weight FP16 cannot hold) runs on the CPU instead
@@ -76,4 +81,24 @@ pq_status pq_engine_logits(pq_engine *e, int row0, int n, float *logits) {
     PQ_FAIL_IF(row0 < 0 || n < 0 || row0 > e->last_T - n, PQ_ERR_ARG,
                "logits rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, e->last_T);
     return e->b->logits(e->b, row0, n, logits);
+}
+
+pq_status pq_engine_nll(pq_engine *e, int row0, int n, const int32_t *targets, double *nll) {
+    const int V = e->m->cfg.vocab;
+    PQ_FAIL_IF(row0 < 0 || n < 0 || row0 > e->last_T - n, PQ_ERR_ARG,
+               "loss rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, e->last_T);
+    for (int i = 0; i < n; i++)
+        PQ_FAIL_IF(targets[i] >= V, PQ_ERR_ARG, "token id %d outside the vocabulary of %d", targets[i], V);
+    if (e->b->nll) return e->b->nll(e->b, row0, n, targets, nll);
+    float *logits = pq_alloc((size_t)NLL_CHUNK * V * sizeof(float));
+    PQ_FAIL_IF(!logits, PQ_ERR_NOMEM, "out of memory for %d rows of logits", NLL_CHUNK);
+    pq_status s = PQ_OK;
+    for (int r0 = 0; r0 < n && s == PQ_OK; r0 += NLL_CHUNK) {
+        const int rows = n - r0 < NLL_CHUNK ? n - r0 : NLL_CHUNK;
+        s = e->b->logits(e->b, row0 + r0, rows, logits);
+        for (int r = 0; s == PQ_OK && r < rows; r++)
+            nll[r0 + r] = targets[r0 + r] < 0 ? 0.0 : pq_nll_ref(logits + (size_t)r * V, V, targets[r0 + r]);
+    }
+    pq_free(logits);
+    return s;
 }

@@ -19,6 +19,7 @@ typedef struct {
     int max_ctx;       // longest sequence (KV cache length); 0 = min(2048, max_position_embeddings)
     int nthreads;      // CPU threads; 0 = all cores
     pq_device device;  // AUTO: the GPU when one is present
+    int no_graphs;     // CUDA: run decode steps without a CUDA graph (tests compare the two)
 } pq_engine_params;
 
 pq_engine_params pq_engine_default_params(void);
@@ -48,5 +49,13 @@ pq_status pq_engine_forward(pq_engine *e, const int32_t *tokens, int T, int pos0
 // outside it (or after a forward call that failed in the backend) are
 // PQ_ERR_ARG, for every backend.
 pq_status pq_engine_logits(pq_engine *e, int row0, int n, float *logits);
+
+// The loss of rows row0..row0+n-1 of the last forward call: nll[i] =
+// logsumexp(logits of row row0 + i) - its logit at targets[i]
+// (kernels/loss.h), 0 where targets[i] < 0 (not scored). Rows as for
+// pq_engine_logits; a target >= vocab is PQ_ERR_ARG. On the GPU the logits
+// are computed and reduced on the device: only n floats come back. A
+// non-finite logit gives a non-finite nll.
+pq_status pq_engine_nll(pq_engine *e, int row0, int n, const int32_t *targets, double *nll);
 
 #endif

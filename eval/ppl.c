@@ -8,26 +8,15 @@
 #include "formats/fileio.h"
 #include "formats/tokenizer/tokenizer.h"
 
-// logits rows scored per chunk: bounds the logits buffer to 64 x vocab floats
-#define LOGIT_CHUNK 64
-
 int pq_ppl_window_count(size_t n_tokens, const pq_ppl_params *p) {
     size_t stream = n_tokens + (p->protocol == PQ_PPL_LLAMACPP && p->bos ? 1 : 0);
     return p->ctx > 0 ? (int)(stream / (size_t)p->ctx) : 0;
 }
 
-static double nll_of(const float *logits, int vocab, int target) {
-    float mx = logits[0];
-    for (int i = 1; i < vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
-    return log(sum) + mx - logits[target];
-}
-
 typedef struct {
     int32_t *feed;    // [ctx] tokens fed
     int32_t *target;  // [ctx] target of each fed position, -1 = not scored
-    float *logits;    // [LOGIT_CHUNK][vocab]
+    double *nll;      // [ctx] the loss of each position (pq_engine_nll)
 } window_buf;
 
 // Token s of the llamacpp stream ([BOS] + tokens when bos).
@@ -69,9 +58,9 @@ pq_status pq_ppl_run(pq_engine *e, int vocab, const int32_t *tokens, size_t n_to
     PQ_FAIL_IF(nw < 1, PQ_ERR_ARG, "the text has %zu tokens, fewer than one window of %d", n_tokens, p->ctx);
     if (p->max_windows > 0 && nw > p->max_windows) nw = p->max_windows;
     window_buf b = {malloc((size_t)p->ctx * sizeof(int32_t)), malloc((size_t)p->ctx * sizeof(int32_t)),
-                    pq_alloc((size_t)LOGIT_CHUNK * vocab * sizeof(float))};
+                    malloc((size_t)p->ctx * sizeof(double))};
     pq_status s = PQ_OK;
-    PQ_CHECK_GOTO(!b.feed || !b.target || !b.logits, s, PQ_ERR_NOMEM, "out of memory");
+    PQ_CHECK_GOTO(!b.feed || !b.target || !b.nll, s, PQ_ERR_NOMEM, "out of memory");
     double sum = 0, sum2 = 0, t0 = pq_now();
     long long n = 0;
     for (int w = 0; w < nw; w++) {
@@ -80,20 +69,18 @@ pq_status pq_ppl_run(pq_engine *e, int vocab, const int32_t *tokens, size_t n_to
         double wsum = 0;
         int first = 0;
         while (first < p->ctx && b.target[first] < 0) first++;
-        for (int r0 = first; r0 < p->ctx; r0 += LOGIT_CHUNK) {
-            int rows = p->ctx - r0 < LOGIT_CHUNK ? p->ctx - r0 : LOGIT_CHUNK;
-            PQ_TRY_GOTO(s, pq_engine_logits(e, r0, rows, b.logits));
-            for (int r = 0; r < rows; r++) {
-                int tgt = b.target[r0 + r];
-                if (tgt < 0) continue;
-                PQ_CHECK_GOTO(tgt >= vocab, s, PQ_ERR_FORMAT, "token id %d outside the vocabulary of %d", tgt, vocab);
-                double nll = nll_of(b.logits + (size_t)r * vocab, vocab, tgt);
-                PQ_CHECK_GOTO(!isfinite(nll), s, PQ_ERR_NUMERIC, "window %d position %d: non-finite logits", w,
-                              r0 + r);
-                wsum += nll;
-                sum2 += nll * nll;
-                n++;
-            }
+        for (int r = first; r < p->ctx; r++)
+            PQ_CHECK_GOTO(b.target[r] >= vocab, s, PQ_ERR_FORMAT, "token id %d outside the vocabulary of %d", b.target[r],
+                          vocab);
+        // the loss of the scored rows (on the GPU the logits stay on the device)
+        PQ_TRY_GOTO(s, pq_engine_nll(e, first, p->ctx - first, b.target + first, b.nll + first));
+        for (int r = first; r < p->ctx; r++) {
+            if (b.target[r] < 0) continue;
+            double nll = b.nll[r];
+            PQ_CHECK_GOTO(!isfinite(nll), s, PQ_ERR_NUMERIC, "window %d position %d: non-finite logits", w, r);
+            wsum += nll;
+            sum2 += nll * nll;
+            n++;
         }
         sum += wsum;
         if (window_nll) window_nll[w] = wsum;
@@ -111,7 +98,7 @@ pq_status pq_ppl_run(pq_engine *e, int vocab, const int32_t *tokens, size_t n_to
 done:
     free(b.feed);
     free(b.target);
-    pq_free(b.logits);
+    free(b.nll);
     return s;
 }
 

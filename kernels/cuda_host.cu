@@ -113,6 +113,57 @@ done:
     return s;
 }
 
+// In pq_cuda_time_graph: a failing call sets s (PQ_ERR_CUDA naming it) and
+// goes to the clean-up.
+#define GRAPH_TRY(call)                                                                        \
+    do {                                                                                       \
+        cudaError_t graph_e_ = (call);                                                         \
+        if (graph_e_ != cudaSuccess) {                                                         \
+            s = PQ_FAIL(PQ_ERR_CUDA, "%s: %s", #call, cudaGetErrorString(graph_e_));           \
+            goto done;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+pq_status pq_cuda_time_graph(void *stream, pq_cuda_work fn, void *ud, int warmup, int per_graph, int replays,
+                             double *ms_per_call) {
+    *ms_per_call = 0;
+    PQ_FAIL_IF(per_graph < 1 || replays < 1, PQ_ERR_ARG, "a graph of %d calls replayed %d times", per_graph, replays);
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    pq_status s = PQ_OK;
+    float ms = 0;
+    for (int i = 0; i < warmup && s == PQ_OK; i++) s = fn(ud, i);
+    if (s != PQ_OK) goto done;
+    GRAPH_TRY(cudaStreamSynchronize(st));
+    GRAPH_TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per_graph && s == PQ_OK; i++) s = fn(ud, i);
+    {
+        cudaError_t e = cudaStreamEndCapture(st, &g); // ends the capture even after a failed call
+        if (s != PQ_OK) goto done;
+        PQ_CHECK_GOTO(e != cudaSuccess, s, PQ_ERR_CUDA, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
+    }
+    GRAPH_TRY(cudaGraphInstantiate(&x, g, 0));
+    GRAPH_TRY(cudaGraphLaunch(x, st));
+    GRAPH_TRY(cudaEventCreate(&e0));
+    GRAPH_TRY(cudaEventCreate(&e1));
+    GRAPH_TRY(cudaEventRecord(e0, st));
+    for (int r = 0; r < replays; r++) GRAPH_TRY(cudaGraphLaunch(x, st));
+    GRAPH_TRY(cudaEventRecord(e1, st));
+    GRAPH_TRY(cudaEventSynchronize(e1));
+    GRAPH_TRY(cudaEventElapsedTime(&ms, e0, e1));
+    *ms_per_call = ms / ((double)replays * per_graph);
+done:
+    cudaStreamSynchronize(st);
+    (void)cudaGetLastError();
+    if (x) cudaGraphExecDestroy(x);
+    if (g) cudaGraphDestroy(g);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    return s;
+}
+
 typedef struct {
     void *dst;
     const void *src;

@@ -64,6 +64,15 @@ void pq_cuda_stream_destroy(void *stream);         // NULL-safe
 typedef pq_status (*pq_cuda_work)(void *ud, int i);
 pq_status pq_cuda_time(void *stream, pq_cuda_work fn, void *ud, int warmup, int reps, double *ms_per_call);
 
+// As pq_cuda_time, but timed as a CUDA graph replays it: after the warmup
+// calls (plain launches, which also do any first-call setup), the calls i <
+// per_graph are captured from `stream` into one graph, which is replayed
+// once untimed and then `replays` times between two events: the result is
+// the device time per call without the host's launch cost. A call that
+// cannot be captured fails the capture: PQ_ERR_CUDA naming it.
+pq_status pq_cuda_time_graph(void *stream, pq_cuda_work fn, void *ud, int warmup, int per_graph, int replays,
+                             double *ms_per_call);
+
 // Device-to-device cudaMemcpyAsync of `bytes` (the mean of `reps` copies
 // after 2 untimed ones), as GB/s of bytes read plus bytes written (2 x bytes
 // per copy).

@@ -1,38 +1,52 @@
-// Linear layers on the GPU (kernels/linear_cuda.h): upload, the forward
-// dispatch per format and token count, and the cuBLAS / cuBLASLt calls.
+// Linear layers on the GPU (kernels/linear_cuda.h): the context, the
+// forward dispatch per format and token count, and the cuBLAS / cuBLASLt
+// calls (the upload is kernels/linear_upload_cuda.cu).
 //
 // Quantized weights with more than PQ_CUDA_GEMV_MAX_T tokens: rows are
-// dequantized into an FP16 panel of at most PANEL_ELEMS weights (32 MiB,
-// whatever the model) and at most a quarter of the rows (so a dense copy of
-// a whole quantized weight never exists, even for small ones), and
-// multiplied with cublasGemmEx. Why not a fused
-// tensor-core GEMM: at 512 tokens the product is compute-bound (512 FLOP
-// per weight), and cuBLAS's Hopper kernels (wgmma, TMA, warp-specialized)
-// run near the FP16 peak, which a hand-written mma.sync kernel does not
-// approach; the panel costs ~4.5 bytes of traffic per weight (0.5 read, 2
-// written, 2 read by the GEMM, mostly from L2 at this size), a few percent
-// of the GEMM's time at 512 tokens. tests/bench_cuda.c measures the ratio
-// to cuBLAS FP16; a fused kernel is the next step if it disappoints.
+// dequantized into panels of at most PANEL_ELEMS weights (32 MiB, whatever
+// the model) and at most a quarter of the rows (so a dense copy of a whole
+// quantized weight never exists), on the context's second stream, two
+// panels in turn, while cuBLAS multiplies the previous panel on the first
+// (events order the two). Why not a fused tensor-core GEMM: at 512 tokens
+// the product is compute-bound (512 FLOP per weight), and cuBLAS's Hopper
+// kernels (wgmma, TMA, warp-specialized) run near the 16-bit peak, which a
+// hand-written mma.sync kernel does not approach; the panel costs ~4.5
+// bytes of traffic per weight (0.5 read, 2 written, 2 read by the GEMM,
+// mostly from L2), and with the overlap only the first panel's
+// dequantization is exposed. tests/bench_cuda.c measures the ratio to
+// cuBLAS FP16 (target: within 10%; not measured on a GPU yet).
+//
+// W8A8: activations quantized per token on the device, the tokens padded to
+// a multiple of 32 (what cuBLASLt's INT8 kernels accept for any n: PyTorch's
+// _int_mm pads the same way), cuBLASLt's INT8 (IMMA, exact int32) or FP8
+// GEMM, then kernels/w8a8.h's epilogue. The epilogue stays a kernel of ours:
+// cuBLASLt's INT8 GEMM has no float per-row or per-column scale with int32
+// accumulators (its alpha is one int32), and its FP8 outer-vector scaling
+// (CUDA 12.8+) multiplies the two scales in another order than
+// kernels/w8a8.h, so neither would be equal to the specification; the
+// epilogue is one pass over T x rows x 8 bytes, a few percent of the GEMM.
 #include "kernels/cuda_util.cuh"
 
 #include <cublasLt.h>
 
 extern "C" {
-#include "common/half.h"
 #include "kernels/w8a8.h"
 }
 #include "kernels/linear_cuda.h"
 #include "kernels/ops_cuda.h"
 #include "kernels/quant_cuda.h"
 
-// Elements converted per chunk when widening BF16 / F32 to FP16 (8 MiB of FP16).
-#define UPLOAD_CHUNK ((size_t)4 << 20)
-// Weights per dequantized FP16 panel of the GEMM path (32 MiB).
+// Weights per dequantized panel of the GEMM path (32 MiB at 16 bits).
 #define PANEL_ELEMS ((size_t)16 << 20)
 // Tokens per cuBLASLt call of a W8A8 linear (bounds its workspace).
 #define W8A8_CHUNK_T 512
-// cuBLASLt's own workspace (NVIDIA's recommendation for Hopper).
+// Tokens of a W8A8 GEMM are padded to a multiple of this (and rows too).
+#define W8A8_PAD 32
+// cuBLASLt's own workspace (NVIDIA's recommendation for Hopper), and cuBLAS's.
 #define LT_WS_BYTES ((size_t)32 << 20)
+#define BLAS_WS_BYTES ((size_t)32 << 20)
+// Split-K arrival counters of the GEMV (row blocks of 64 rows: 4M rows).
+#define GEMV_COUNTERS 65536
 // cuBLASLt algorithms remembered per context (one per GEMM shape).
 #define LT_PLANS 64
 
@@ -46,269 +60,70 @@ typedef struct {
 } lt_plan;
 
 struct pq_cuda_ctx {
-    cudaStream_t stream;
+    cudaStream_t stream, side;     // the caller's stream; the panels' dequantization stream
+    cudaEvent_t ev_start, ev_deq[2], ev_gemm[2];
     cublasHandle_t blas;
     cublasLtHandle_t lt;
-    void *d_ws;
+    void *d_ws, *d_blas_ws;
     size_t ws_bytes;
+    int *d_counters;               // GEMV_COUNTERS, zero between launches
+    int sms;
     lt_plan plans[LT_PLANS];
     int n_plans, next_plan;
 };
+
+static pq_status ctx_init(pq_cuda_ctx *c, size_t ws_bytes) {
+    int dev = 0;
+    PQ_CUDA_TRY(cudaGetDevice(&dev));
+    PQ_CUDA_TRY(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, dev));
+    PQ_CUDA_TRY(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
+    PQ_CUDA_TRY(cudaEventCreateWithFlags(&c->ev_start, cudaEventDisableTiming));
+    for (int i = 0; i < 2; i++) {
+        PQ_CUDA_TRY(cudaEventCreateWithFlags(&c->ev_deq[i], cudaEventDisableTiming));
+        PQ_CUDA_TRY(cudaEventCreateWithFlags(&c->ev_gemm[i], cudaEventDisableTiming));
+    }
+    PQ_CUBLAS_TRY(cublasCreate(&c->blas));
+    PQ_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+    PQ_CUBLAS_TRY(cublasLtCreate(&c->lt));
+    // a workspace of its own: cuBLAS then allocates nothing while a CUDA graph is captured
+    PQ_TRY(pq_cuda_malloc_named(&c->d_blas_ws, BLAS_WS_BYTES, "cuBLAS workspace"));
+    PQ_CUBLAS_TRY(cublasSetWorkspace(c->blas, c->d_blas_ws, BLAS_WS_BYTES));
+    PQ_TRY(pq_cuda_malloc_named((void **)&c->d_counters, GEMV_COUNTERS * sizeof(int), "GEMV counters"));
+    PQ_CUDA_TRY(cudaMemset(c->d_counters, 0, GEMV_COUNTERS * sizeof(int)));
+    if (ws_bytes) PQ_TRY(pq_cuda_malloc_named(&c->d_ws, ws_bytes, "a linear-layer workspace"));
+    c->ws_bytes = ws_bytes;
+    return PQ_OK;
+}
 
 pq_status pq_cuda_ctx_create(void *stream, size_t ws_bytes, pq_cuda_ctx **out) {
     *out = NULL;
     pq_cuda_ctx *c = (pq_cuda_ctx *)calloc(1, sizeof *c);
     PQ_FAIL_IF(!c, PQ_ERR_NOMEM, "out of memory");
     c->stream = (cudaStream_t)stream;
-    pq_status s = PQ_OK;
-    cublasStatus_t bs = cublasCreate(&c->blas);
-    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(c->blas, c->stream);
-    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasLtCreate(&c->lt);
-    if (bs != CUBLAS_STATUS_SUCCESS) s = PQ_FAIL(PQ_ERR_CUDA, "cuBLAS / cuBLASLt handle: %s", cublasGetStatusString(bs));
-    if (s == PQ_OK && ws_bytes) {
-        cudaError_t e = cudaMalloc(&c->d_ws, ws_bytes);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            c->d_ws = NULL;
-            s = PQ_FAIL(PQ_ERR_CUDA, "cudaMalloc of a %.1f MiB linear-layer workspace: %s", ws_bytes / 1048576.0,
-                        cudaGetErrorString(e));
-        }
-    }
+    pq_status s = ctx_init(c, ws_bytes);
     if (s != PQ_OK) {
         pq_cuda_ctx_free(c);
         return s;
     }
-    c->ws_bytes = ws_bytes;
     *out = c;
     return PQ_OK;
 }
 
 void pq_cuda_ctx_free(pq_cuda_ctx *c) {
     if (!c) return;
+    if (c->side) cudaStreamSynchronize(c->side);
     cudaFree(c->d_ws);
+    cudaFree(c->d_blas_ws);
+    cudaFree(c->d_counters);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
+    for (int i = 0; i < 2; i++) {
+        if (c->ev_deq[i]) cudaEventDestroy(c->ev_deq[i]);
+        if (c->ev_gemm[i]) cudaEventDestroy(c->ev_gemm[i]);
+    }
+    if (c->ev_start) cudaEventDestroy(c->ev_start);
+    if (c->side) cudaStreamDestroy(c->side);
     free(c);
-}
-
-
-// ---- upload -------------------------------------------------------------------------
-
-static float to_f32(pq_dense_type dt, const void *w, size_t i) {
-    switch (dt) {
-    case PQ_DENSE_F32: return ((const float *)w)[i];
-    case PQ_DENSE_F16: return pq_fp16_to_f32(((const uint16_t *)w)[i]);
-    case PQ_DENSE_BF16: return pq_bf16_to_f32(((const uint16_t *)w)[i]);
-    }
-    return NAN;
-}
-
-// Converts n elements starting at i0 into buf; PQ_ERR_NUMERIC on a finite
-// value that FP16 cannot hold.
-static pq_status convert_chunk(pq_dense_type dt, const void *w, size_t i0, size_t n, const char *what,
-                               uint16_t *buf) {
-    for (size_t i = 0; i < n; i++) {
-        float f = to_f32(dt, w, i0 + i);
-        uint16_t hbits = pq_f32_to_fp16(f);
-        PQ_FAIL_IF((hbits & 0x7fff) == 0x7c00 && std::isfinite(f), PQ_ERR_NUMERIC,
-                   "%s: weight %g at element %zu does not fit FP16 (the CUDA backend stores weights as FP16)", what,
-                   (double)f, i0 + i);
-        buf[i] = hbits;
-    }
-    return PQ_OK;
-}
-
-static pq_status copy_converted(pq_dense_type dt, const void *w, size_t n, const char *what, uint16_t *d) {
-    if (dt == PQ_DENSE_F16) {
-        PQ_CUDA_TRY(cudaMemcpy(d, w, n * sizeof(uint16_t), cudaMemcpyHostToDevice));
-        return PQ_OK;
-    }
-    size_t chunk = n < UPLOAD_CHUNK ? n : UPLOAD_CHUNK;
-    uint16_t *buf = (uint16_t *)malloc(chunk * sizeof(uint16_t));
-    PQ_FAIL_IF(!buf, PQ_ERR_NOMEM, "%s: out of memory for an upload buffer", what);
-    pq_status s = PQ_OK;
-    for (size_t i0 = 0; i0 < n && s == PQ_OK; i0 += chunk) {
-        size_t m = n - i0 < chunk ? n - i0 : chunk;
-        s = convert_chunk(dt, w, i0, m, what, buf);
-        if (s != PQ_OK) break;
-        cudaError_t e = cudaMemcpy(d + i0, buf, m * sizeof(uint16_t), cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            s = PQ_FAIL(PQ_ERR_CUDA, "%s: cudaMemcpy of %zu bytes to the device: %s", what, m * sizeof(uint16_t),
-                        cudaGetErrorString(e));
-        }
-    }
-    free(buf);
-    return s;
-}
-
-// A zeroed device matrix of h_alloc rows of `dpitch` bytes, its first
-// h_copy rows holding the host rows of `width` bytes (spitch apart): row
-// padding without expanding the data.
-static pq_status dev_rows(void **d, size_t h_alloc, size_t dpitch, const void *host, size_t spitch, size_t width,
-                          size_t h_copy, const char *what) {
-    PQ_TRY(pq_cuda_malloc_named(d, h_alloc * dpitch, what));
-    PQ_CUDA_TRY(cudaMemset(*d, 0, h_alloc * dpitch));
-    PQ_CUDA_TRY(cudaMemcpy2D(*d, dpitch, host, spitch, width, h_copy, cudaMemcpyHostToDevice));
-    return PQ_OK;
-}
-
-pq_status pq_cuda_upload_f16(pq_dense_type dt, const void *w, size_t n, const char *what, uint16_t **d_out) {
-    *d_out = NULL;
-    PQ_FAIL_IF(n == 0, PQ_ERR_ARG, "%s: empty weight", what);
-    void *d = NULL;
-    PQ_TRY(pq_cuda_malloc_named(&d, n * sizeof(uint16_t), what));
-    pq_status s = copy_converted(dt, w, n, what, (uint16_t *)d);
-    if (s != PQ_OK) {
-        cudaFree(d);
-        return s;
-    }
-    *d_out = (uint16_t *)d;
-    return PQ_OK;
-}
-
-static pq_status upload_qpack(const pq_qpack *q, const char *what, pq_linear_cuda *L) {
-    PQ_FAIL_IF(q->bits < 2 || q->bits > 8 || q->group < 1, PQ_ERR_FORMAT, "%s: packed weight of %d bits, group %d",
-               what, q->bits, q->group);
-    const int wpr = pq_qpack_words_per_row(q->cols, q->bits), ng = pq_qpack_ngroups(q->cols, q->group);
-    const size_t nsc = (size_t)q->rows * ng;
-    pq_qpack_dev *d = &L->qp;
-    void *p = NULL;
-    d->bits = q->bits, d->group = q->group, d->ngroups = ng;
-    d->ldw = (int)round_up((size_t)wpr, 16);
-    PQ_TRY(dev_rows(&p, (size_t)q->rows, (size_t)d->ldw * 4, q->packed, (size_t)wpr * 4, (size_t)wpr * 4,
-                    (size_t)q->rows, what));
-    d->packed = (const uint32_t *)p;
-    // FP16 scales when that loses nothing (checkpoints store them as FP16 /
-    // BF16): half the bytes the GEMV reads besides the codes
-    uint16_t *s16 = (uint16_t *)malloc(nsc * sizeof(uint16_t));
-    PQ_FAIL_IF(!s16, PQ_ERR_NOMEM, "%s: out of memory", what);
-    d->scales_f16 = 1;
-    for (size_t i = 0; i < nsc && d->scales_f16; i++) {
-        s16[i] = pq_f32_to_fp16(q->scales[i]);
-        d->scales_f16 = pq_fp16_to_f32(s16[i]) == q->scales[i];
-    }
-    p = NULL;
-    pq_status s = d->scales_f16 ? pq_cuda_copy_named(&p, s16, nsc * 2, what)
-                                : pq_cuda_copy_named(&p, q->scales, nsc * 4, what);
-    d->scales = p;
-    free(s16);
-    PQ_TRY(s);
-    if (q->zeros) {
-        // the GEMV builds FP16 constants from z assuming a b-bit code (a
-        // packed file cannot hold more)
-        for (size_t i = 0; i < nsc; i++)
-            PQ_FAIL_IF(q->zeros[i] >> q->bits, PQ_ERR_FORMAT, "%s: zero point %d of a %d-bit weight (row %zu)", what,
-                       q->zeros[i], q->bits, i / ng);
-        p = NULL;
-        s = pq_cuda_copy_named(&p, q->zeros, nsc, what);
-        d->zeros = (const uint8_t *)p;
-        PQ_TRY(s);
-    }
-    if (q->g_idx) {
-        for (int c = 0; c < q->cols; c++)
-            PQ_FAIL_IF(q->g_idx[c] < 0 || q->g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: g_idx[%d] = %d outside [0, %d)", what,
-                       c, q->g_idx[c], ng);
-        p = NULL;
-        s = pq_cuda_copy_named(&p, q->g_idx, (size_t)q->cols * 4, what);
-        d->gidx = (const int32_t *)p;
-        PQ_TRY(s);
-    }
-    return PQ_OK;
-}
-
-// INT8 / FP8 codes, rows padded to ldq bytes and to a multiple of 16 rows.
-static pq_status upload_bytes(const void *q, const float *scales, int nscales, const char *what, pq_linear_cuda *L) {
-    pq_bytes_dev *d = &L->qb;
-    void *p = NULL;
-    d->ldq = (int)round_up((size_t)L->cols, 64);
-    PQ_TRY(dev_rows(&p, round_up((size_t)L->rows, 16), (size_t)d->ldq, q, (size_t)L->cols, (size_t)L->cols,
-                    (size_t)L->rows, what));
-    d->q = (const uint8_t *)p;
-    p = NULL;
-    pq_status s = pq_cuda_copy_named(&p, scales, (size_t)nscales * 4, what);
-    d->scales = (const float *)p;
-    return s;
-}
-
-static pq_status check_act(const pq_linear *W, const char *what) {
-    const pq_actq *a = &W->act;
-    if (a->type == PQ_ACTQ_NONE) return PQ_OK;
-    PQ_FAIL_IF(!(a->type == PQ_ACTQ_INT8 && W->fmt == PQ_W_INT8) && !(a->type == PQ_ACTQ_FP8 && W->fmt == PQ_W_FP8),
-               PQ_ERR_FORMAT, "%s: activation quantization %d with weight format %d", what, (int)a->type, (int)W->fmt);
-    PQ_FAIL_IF(!(a->static_scale >= 0.0f) || std::isinf(a->static_scale), PQ_ERR_FORMAT,
-               "%s: static activation scale %g", what, (double)a->static_scale);
-    PQ_FAIL_IF(W->cols > PQ_W8A8_MAX_COLS, PQ_ERR_FORMAT, "%s: W8A8 with %d input columns (at most %d)", what,
-               W->cols, PQ_W8A8_MAX_COLS);
-    if (a->type == PQ_ACTQ_FP8) {
-        int dev = 0, major = 0, minor = 0;
-        PQ_CUDA_TRY(cudaGetDevice(&dev));
-        PQ_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        PQ_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-        PQ_FAIL_IF(major * 10 + minor < 89, PQ_ERR_FORMAT,
-                   "%s: FP8 x FP8 (fp8-dynamic) needs compute capability 8.9 or newer; this GPU has %d.%d", what,
-                   major, minor);
-    }
-    return PQ_OK;
-}
-
-static pq_status upload_weight(const pq_linear *W, const char *what, pq_linear_cuda *L) {
-    PQ_TRY(check_act(W, what));
-    L->act = W->act;
-    switch (W->fmt) {
-    case PQ_W_DENSE: return pq_cuda_upload_f16(W->dense_type, W->w, (size_t)W->rows * W->cols, what, &L->d_w);
-    case PQ_W_QPACK:
-        PQ_FAIL_IF(W->q.rows != W->rows || W->q.cols != W->cols, PQ_ERR_ARG, "%s: packed shape disagrees", what);
-        return upload_qpack(&W->q, what, L);
-    case PQ_W_INT8:
-        L->qb.per_channel = 1;
-        return upload_bytes(W->i8.q, W->i8.scales, W->rows, what, L);
-    case PQ_W_FP8:
-        L->qb.per_channel = W->f8.per_channel;
-        return upload_bytes(W->f8.q, W->f8.scales, W->f8.per_channel ? W->rows : 1, what, L);
-    }
-    return PQ_FAIL(PQ_ERR_FORMAT, "%s: weight format %d", what, (int)W->fmt);
-}
-
-pq_status pq_linear_cuda_upload(const pq_linear *W, const char *what, pq_linear_cuda *out) {
-    memset(out, 0, sizeof *out);
-    PQ_FAIL_IF(W->rows < 1 || W->cols < 1, PQ_ERR_ARG, "%s: shape [%d, %d]", what, W->rows, W->cols);
-    pq_linear_cuda L;
-    memset(&L, 0, sizeof L);
-    L.fmt = W->fmt;
-    L.rows = W->rows;
-    L.cols = W->cols;
-    pq_status s = upload_weight(W, what, &L);
-    if (s == PQ_OK && W->bias)
-        s = pq_cuda_copy_named((void **)&L.d_bias, W->bias, (size_t)W->rows * sizeof(float), what);
-    if (s != PQ_OK) {
-        pq_linear_cuda_free(&L);
-        return s;
-    }
-    *out = L;
-    return PQ_OK;
-}
-
-pq_linear_cuda pq_linear_cuda_alias(const pq_linear_cuda *src) {
-    pq_linear_cuda L = *src;
-    L.d_bias = NULL;
-    L.borrowed_w = 1;
-    return L;
-}
-
-void pq_linear_cuda_free(pq_linear_cuda *L) {
-    if (!L) return;
-    if (!L->borrowed_w) {
-        cudaFree(L->d_w);
-        cudaFree((void *)L->qp.packed);
-        cudaFree((void *)L->qp.scales);
-        cudaFree((void *)L->qp.zeros);
-        cudaFree((void *)L->qp.gidx);
-        cudaFree((void *)L->qb.q);
-        cudaFree((void *)L->qb.scales);
-    }
-    cudaFree(L->d_bias);
-    memset(L, 0, sizeof *L);
 }
 
 // ---- workspace --------------------------------------------------------------------
@@ -330,45 +145,98 @@ typedef struct {
 } w8a8_layout;
 
 static w8a8_layout w8a8_ws(const pq_linear_cuda *L, int Tc) {
-    size_t T_pad = round_up((size_t)Tc, 16);
+    size_t T_pad = round_up((size_t)Tc, W8A8_PAD);
     w8a8_layout o;
     o.qx = 0;
     o.sx = round_up(o.qx + T_pad * L->qb.ldq, 256);
     o.acc = round_up(o.sx + T_pad * 4, 256);
-    o.lt = round_up(o.acc + T_pad * round_up((size_t)L->rows, 16) * 4, 256);
+    o.lt = round_up(o.acc + T_pad * round_up((size_t)L->rows, W8A8_PAD) * 4, 256);
     o.total = o.lt + LT_WS_BYTES;
     return o;
+}
+
+// Whether x must be copied before the tiled GEMV (a column permutation, or
+// rows of x that are not 16-byte aligned), and the gathered copy's bytes.
+static int gemv_gathers(const pq_linear_cuda *L, const uint16_t *d_x, int T) {
+    const int perm = L->fmt == PQ_W_QPACK && L->qp.perm;
+    return perm || (uintptr_t)d_x % 16 || (T > 1 && L->cols % 8);
+}
+static size_t gather_bytes(const pq_linear_cuda *L, int T, int ld) {
+    return round_up((size_t)T * ld * sizeof(uint16_t), 256);
+}
+static int tiled(const pq_linear_cuda *L) {
+    return (L->fmt == PQ_W_QPACK && L->qp.tiled) || ((L->fmt == PQ_W_INT8 || L->fmt == PQ_W_FP8) && L->qb.tiled);
+}
+static int device_sms(void) {
+    static int sms = 0; // one device per process: the same value from every thread
+    int dev = 0;
+    if (!sms && (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        sms = 132;
+    }
+    return sms;
+}
+
+static size_t gemv_ws(const pq_linear_cuda *L, int T) {
+    if (!tiled(L)) return 0;
+    return gather_bytes(L, T, (int)round_up((size_t)L->cols, 8)) + pq_qlinear_gemv_ws_bytes(L, T, device_sms());
+}
+static size_t panel_ws(const pq_linear_cuda *L, int T) {
+    const size_t gather = L->fmt == PQ_W_QPACK && L->qp.perm ? gather_bytes(L, T, L->cols) : 0;
+    return gather + 2 * round_up((size_t)panel_rows(L) * L->cols * sizeof(uint16_t), 256);
 }
 
 size_t pq_linear_cuda_workspace_bytes(const pq_linear_cuda *L, int max_T) {
     if (L->fmt == PQ_W_DENSE || max_T < 1) return 0;
     if (L->act.type != PQ_ACTQ_NONE) return w8a8_ws(L, max_T < W8A8_CHUNK_T ? max_T : W8A8_CHUNK_T).total;
-    if (max_T <= PQ_CUDA_GEMV_MAX_T) return 0;
-    return round_up((size_t)panel_rows(L) * L->cols * sizeof(uint16_t), 256);
+    size_t ws = gemv_ws(L, max_T < PQ_CUDA_GEMV_MAX_T ? max_T : PQ_CUDA_GEMV_MAX_T);
+    if (max_T > PQ_CUDA_GEMV_MAX_T) {
+        size_t p = panel_ws(L, max_T);
+        ws = p > ws ? p : ws;
+    }
+    return ws;
 }
 
 // ---- forward ------------------------------------------------------------------------
 
-// y[T][rows] (ldc = ldy) = x[T][k] w[m][k]^T for FP16 w and x, f32 y.
-static pq_status gemm_f16(pq_cuda_ctx *c, const uint16_t *d_w, int m, int k, const uint16_t *d_x, int T, float *d_y,
-                          int ldy) {
+// y[T][rows] (ldc = ldy) = x[T][k] w[m][k]^T (+ beta y) for 16-bit w and x of
+// type dt, f32 y, on stream st.
+static pq_status gemm16(pq_cuda_ctx *c, pq_act_dtype dt, const uint16_t *d_w, int m, int k, const uint16_t *d_x,
+                        int T, float *d_y, int ldy, cudaStream_t st) {
     // Row-major y[T][m] = x[T][k] W[m][k]^T is, in cuBLAS's column-major
     // terms, y^T (m x T, ld ldy) = op(A) B with A = the buffer of W seen as
     // k x m (ld k), op = transpose, and B = the buffer of x seen as k x T.
     const float one = 1.0f, zero = 0.0f;
-    PQ_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
-    PQ_CUBLAS_TRY(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, T, k, &one, d_w, CUDA_R_16F, k, d_x, CUDA_R_16F,
-                               k, &zero, d_y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const cudaDataType_t t = dt == PQ_ACT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    PQ_CUBLAS_TRY(cublasSetStream(c->blas, st));
+    PQ_CUBLAS_TRY(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, T, k, &one, d_w, t, k, d_x, t, k, &zero, d_y,
+                               CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return PQ_OK;
 }
 
+// Panels of rows dequantized on the side stream into two buffers in turn,
+// each multiplied on the main stream once ready; a buffer is refilled only
+// after the GEMM that read it. Everything joins back into the main stream.
 static pq_status forward_panels(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y, pq_cuda_ctx *c) {
     const int pr = panel_rows(L);
-    uint16_t *panel = (uint16_t *)c->d_ws;
-    for (int r0 = 0; r0 < L->rows; r0 += pr) {
-        int n = L->rows - r0 < pr ? L->rows - r0 : pr;
-        PQ_TRY(pq_qlinear_rows_cuda(L, r0, n, panel, c->stream));
-        PQ_TRY(gemm_f16(c, panel, n, L->cols, d_x, T, d_y + r0, L->rows));
+    unsigned char *ws = (unsigned char *)c->d_ws;
+    if (L->fmt == PQ_W_QPACK && L->qp.perm) { // x in the weight's stored column order
+        PQ_TRY(pq_gather_cols_cuda(d_x, T, L->cols, L->cols, L->qp.perm, L->cols, (uint16_t *)ws, c->stream));
+        d_x = (const uint16_t *)ws;
+        ws += gather_bytes(L, T, L->cols);
+    }
+    uint16_t *panel[2] = {(uint16_t *)ws,
+                          (uint16_t *)(ws + round_up((size_t)pr * L->cols * sizeof(uint16_t), 256))};
+    PQ_CUDA_TRY(cudaEventRecord(c->ev_start, c->stream));
+    PQ_CUDA_TRY(cudaStreamWaitEvent(c->side, c->ev_start, 0));
+    for (int r0 = 0, i = 0; r0 < L->rows; r0 += pr, i++) {
+        const int n = L->rows - r0 < pr ? L->rows - r0 : pr, b = i % 2;
+        if (i >= 2) PQ_CUDA_TRY(cudaStreamWaitEvent(c->side, c->ev_gemm[b], 0));
+        PQ_TRY(pq_qlinear_rows_cuda(L, r0, n, panel[b], c->side));
+        PQ_CUDA_TRY(cudaEventRecord(c->ev_deq[b], c->side));
+        PQ_CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ev_deq[b], 0));
+        PQ_TRY(gemm16(c, L->act_dtype, panel[b], n, L->cols, d_x, T, d_y + r0, L->rows, c->stream));
+        PQ_CUDA_TRY(cudaEventRecord(c->ev_gemm[b], c->stream));
     }
     if (L->d_bias) PQ_TRY(pq_add_bias_cuda(d_y, L->d_bias, T, L->rows, c->stream));
     return PQ_OK;
@@ -440,16 +308,16 @@ done:
 }
 
 // W8A8: per chunk of tokens, quantize x, one cuBLASLt GEMM over the padded
-// shapes (rows and tokens to multiples of 16, columns to ldq, all zeros
+// shapes (rows and tokens to multiples of 32, columns to ldq, all zeros
 // past the data), then the epilogue into y.
 static pq_status forward_w8a8(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y, pq_cuda_ctx *c) {
-    const int fp8 = L->fmt == PQ_W_FP8, rows_pad = (int)round_up((size_t)L->rows, 16);
+    const int fp8 = L->fmt == PQ_W_FP8, rows_pad = (int)round_up((size_t)L->rows, W8A8_PAD);
     const w8a8_layout o = w8a8_ws(L, T < W8A8_CHUNK_T ? T : W8A8_CHUNK_T);
     uint8_t *ws = (uint8_t *)c->d_ws;
     for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK_T) {
-        const int nt = T - t0 < W8A8_CHUNK_T ? T - t0 : W8A8_CHUNK_T, nt_pad = (int)round_up((size_t)nt, 16);
-        PQ_TRY(pq_actq_cuda(&L->act, d_x + (size_t)t0 * L->cols, nt, L->cols, L->qb.ldq, nt_pad, ws + o.qx,
-                            (float *)(ws + o.sx), c->stream));
+        const int nt = T - t0 < W8A8_CHUNK_T ? T - t0 : W8A8_CHUNK_T, nt_pad = (int)round_up((size_t)nt, W8A8_PAD);
+        PQ_TRY(pq_actq_cuda(&L->act, L->act_dtype, d_x + (size_t)t0 * L->cols, nt, L->cols, L->qb.ldq, nt_pad,
+                            ws + o.qx, (float *)(ws + o.sx), c->stream));
         PQ_TRY(lt_matmul(c, fp8, L->qb.q, ws + o.qx, ws + o.acc, rows_pad, nt_pad, L->qb.ldq, ws + o.lt));
         PQ_TRY(pq_w8a8_epilogue_cuda(!fp8, ws + o.acc, rows_pad, (const float *)(ws + o.sx), L->qb.scales,
                                      L->qb.per_channel, L->d_bias, nt, L->rows, d_y + (size_t)t0 * L->rows, c->stream));
@@ -457,16 +325,22 @@ static pq_status forward_w8a8(const pq_linear_cuda *L, const uint16_t *d_x, int 
     return PQ_OK;
 }
 
-// GEMV passes of up to PQ_CUDA_GEMV_T tokens.
-static pq_status forward_gemv(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y, cudaStream_t st,
-                              int generic) {
-    for (int t0 = 0; t0 < T; t0 += PQ_CUDA_GEMV_T) {
-        const int nt = T - t0 < PQ_CUDA_GEMV_T ? T - t0 : PQ_CUDA_GEMV_T;
-        const uint16_t *x = d_x + (size_t)t0 * L->cols;
-        float *y = d_y + (size_t)t0 * L->rows;
-        PQ_TRY(generic ? pq_qpack_gemv_generic_cuda(L, x, nt, y, st) : pq_qlinear_gemv_cuda(L, x, nt, y, st));
+// The fused GEMV of up to PQ_CUDA_GEMV_MAX_T tokens: tiled (x gathered
+// first when its order or alignment needs it), or the rows layout's.
+static pq_status forward_gemv(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y, pq_cuda_ctx *c) {
+    if (!tiled(L)) return pq_qpack_gemv_generic_cuda(L, d_x, T, d_y, c->stream);
+    unsigned char *ws = (unsigned char *)c->d_ws;
+    size_t left = c->ws_bytes;
+    if (gemv_gathers(L, d_x, T)) {
+        const int ld = (int)round_up((size_t)L->cols, 8);
+        const int32_t *perm = L->fmt == PQ_W_QPACK ? L->qp.perm : NULL;
+        PQ_TRY(pq_gather_cols_cuda(d_x, T, L->cols, L->cols, perm, ld, (uint16_t *)ws, c->stream));
+        d_x = (const uint16_t *)ws;
+        ws += gather_bytes(L, T, ld);
+        left -= gather_bytes(L, T, ld);
     }
-    return PQ_OK;
+    pq_cuda_launch lc = {c->stream, ws, left, c->d_counters, GEMV_COUNTERS, c->sms};
+    return pq_qlinear_gemv_cuda(L, d_x, T, d_y, &lc);
 }
 
 pq_status pq_linear_cuda_forward_path(const pq_linear_cuda *L, const uint16_t *d_x, int T, float *d_y,
@@ -477,7 +351,7 @@ pq_status pq_linear_cuda_forward_path(const pq_linear_cuda *L, const uint16_t *d
                pq_linear_cuda_workspace_bytes(L, T), c->ws_bytes);
     if (L->fmt == PQ_W_DENSE) {
         PQ_FAIL_IF(path != PQ_CUDA_PATH_AUTO, PQ_ERR_ARG, "dense weights have one path");
-        PQ_TRY(gemm_f16(c, L->d_w, L->rows, L->cols, d_x, T, d_y, L->rows));
+        PQ_TRY(gemm16(c, L->act_dtype, L->d_w, L->rows, L->cols, d_x, T, d_y, L->rows, c->stream));
         if (L->d_bias) PQ_TRY(pq_add_bias_cuda(d_y, L->d_bias, T, L->rows, c->stream));
         return PQ_OK;
     }
@@ -487,12 +361,12 @@ pq_status pq_linear_cuda_forward_path(const pq_linear_cuda *L, const uint16_t *d
     }
     if (path == PQ_CUDA_PATH_AUTO) path = T <= PQ_CUDA_GEMV_MAX_T ? PQ_CUDA_PATH_GEMV : PQ_CUDA_PATH_PANEL;
     switch (path) {
-    case PQ_CUDA_PATH_GEMV: return forward_gemv(L, d_x, T, d_y, c->stream, 0);
-    case PQ_CUDA_PATH_GENERIC: return forward_gemv(L, d_x, T, d_y, c->stream, 1);
+    case PQ_CUDA_PATH_GEMV:
+        PQ_FAIL_IF(T > PQ_CUDA_GEMV_MAX_T, PQ_ERR_ARG, "GEMV of %d tokens (at most %d)", T, PQ_CUDA_GEMV_MAX_T);
+        return forward_gemv(L, d_x, T, d_y, c);
     case PQ_CUDA_PATH_PANEL:
-        // a forced panel path below the GEMV threshold still needs its panel
-        PQ_FAIL_IF(c->ws_bytes < pq_linear_cuda_workspace_bytes(L, PQ_CUDA_GEMV_MAX_T + 1), PQ_ERR_ARG,
-                   "panel path without a panel workspace");
+        // a forced panel path below the GEMV threshold still needs its panels
+        PQ_FAIL_IF(c->ws_bytes < panel_ws(L, T), PQ_ERR_ARG, "panel path without a panel workspace");
         return forward_panels(L, d_x, T, d_y, c);
     case PQ_CUDA_PATH_AUTO: break;
     }

@@ -4,8 +4,9 @@
 // operation: divisions are __fdiv_rn, products __fmul_rn (never contracted
 // into an FMA), rounding to int8 is nearest-even after the clamp, E4M3
 // encoding is pq_fp8_e4m3_encode's integer code, so the codes and scales
-// equal the _ref's byte for byte on the same (FP16-rounded) activations.
-#include "kernels/cuda_util.cuh"
+// equal the _ref's byte for byte on the same (FP16- or BF16-rounded)
+// activations.
+#include "kernels/cuda_act.cuh"
 
 extern "C" {
 #include "kernels/w8a8.h"
@@ -44,8 +45,9 @@ __device__ __forceinline__ int8_t sat8(float v) {
 // One block per token t < T_pad: amax over the row (as float bits: an
 // integer max orders |x|, and bits >= 0x7f800000 are an Inf or a NaN), the
 // scale, then the codes.
-__global__ void __launch_bounds__(ACTQ_THREADS) actq(pq_actq act, const __half *x, int T, int cols, int ld,
-                                                      uint8_t *q, float *scale) {
+template <class A>
+__global__ void __launch_bounds__(ACTQ_THREADS) actq(pq_actq act, const A *x, int T, int cols, int ld, uint8_t *q,
+                                                      float *scale) {
     const int t = blockIdx.x;
     uint8_t *qt = q + (size_t)t * ld;
     if (t >= T) { // padding token
@@ -53,9 +55,9 @@ __global__ void __launch_bounds__(ACTQ_THREADS) actq(pq_actq act, const __half *
         if (threadIdx.x == 0) scale[t] = 0.0f;
         return;
     }
-    const __half *xt = x + (size_t)t * cols;
+    const A *xt = x + (size_t)t * cols;
     uint32_t m = 0;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = max(m, __float_as_uint(__half2float(xt[c])) & 0x7fffffffu);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = max(m, __float_as_uint(Act<A>::to_f(xt[c])) & 0x7fffffffu);
     for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
     __shared__ uint32_t wmax[ACTQ_THREADS / 32];
     if ((threadIdx.x & 31) == 0) wmax[threadIdx.x >> 5] = m;
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(ACTQ_THREADS) actq(pq_actq act, const __half *
     for (int c = threadIdx.x; c < ld; c += blockDim.x) {
         uint8_t code = 0;
         if (c < cols && !bad) {
-            const float v = __half2float(xt[c]);
+            const float v = Act<A>::to_f(xt[c]);
             if (act.type == PQ_ACTQ_INT8) code = (uint8_t)sat8(is_static ? __fdiv_rn(v, st) : __fmul_rn(v, mul));
             else code = e4m3_encode(is_static ? __fmul_rn(v, mul) : __fdiv_rn(v, s));
         }
@@ -102,13 +104,13 @@ template <bool INT> __global__ void epilogue(const void *acc, int ldacc, const f
 
 } // namespace
 
-pq_status pq_actq_cuda(const pq_actq *act, const uint16_t *d_x, int T, int cols, int ld, int T_pad, uint8_t *d_q,
-                       float *d_scale, void *stream) {
+pq_status pq_actq_cuda(const pq_actq *act, pq_act_dtype dt, const uint16_t *d_x, int T, int cols, int ld, int T_pad,
+                       uint8_t *d_q, float *d_scale, void *stream) {
     PQ_FAIL_IF(act->type == PQ_ACTQ_NONE || ld < cols || T_pad < T || T < 0, PQ_ERR_ARG,
                "activation quantization %d of [%d x %d] into [%d x %d]", (int)act->type, T, cols, T_pad, ld);
     if (T_pad == 0) return PQ_OK;
-    actq<<<(unsigned)T_pad, ACTQ_THREADS, 0, (cudaStream_t)stream>>>(*act, (const __half *)d_x, T, cols, ld, d_q,
-                                                                     d_scale);
+    PQ_ACT_DISPATCH(dt, actq<A><<<(unsigned)T_pad, ACTQ_THREADS, 0, (cudaStream_t)stream>>>(*act, (const A *)d_x, T,
+                                                                                            cols, ld, d_q, d_scale));
     PQ_CUDA_LAUNCHED("actq");
     return PQ_OK;
 }

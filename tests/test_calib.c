@@ -3,6 +3,7 @@
 // the output error against its definition, and the streaming driver on a
 // random model: thread-count independence, true-sequential, resume from a
 // later block, and X^T X on the GPU against the CPU (skipped without one).
+#include "tests/lib/cuda_wrappers.h"
 #include "tests/lib/model_random.h"
 #include "tests/test.h"
 
@@ -395,33 +396,35 @@ static void test_driver(pq_pool *pool1, pq_pool *pool3) {
 
 // ---- GPU ---------------------------------------------------------------------------
 
+// X^T X from device activations (calib/xtx_cuda.h through the test wrapper)
+// against the CPU accumulation of the same 16-bit values, in FP16 and BF16.
 static void test_xtx_cuda(pq_pool *pool) {
     int have = pq_cuda_device_count() > 0;
-    PQ_SKIP_UNLESS_GPU(have, "X^T X with cuBLAS SYRK vs the CPU tiles");
+    PQ_SKIP_UNLESS_GPU(have, "X^T X on the GPU (cublasGemmEx on 16-bit activations) vs the CPU tiles");
     int cols = 300, T = 200;
-    float *x = malloc((size_t)T * cols * sizeof(float)), *g = calloc((size_t)cols * cols, sizeof(float));
-    pq_test_fill(x, (size_t)T * cols, 1.0f);
-    pq_act_stats a;
-    pq_act_stats_init(&a, cols, PQ_STAT_XTX);
-    pq_act_stats_add(&a, x, T, PQ_STAT_XTX, pool);
-    pq_act_stats_add(&a, x, T / 2, PQ_STAT_XTX, pool);
-    pq_xtx_cuda *h;
-    pq_status s = pq_xtx_cuda_create(cols, T, &h);
-    if (s == PQ_OK) s = pq_xtx_cuda_add(h, x, T);
-    if (s == PQ_OK) s = pq_xtx_cuda_add(h, x, T / 2);
-    if (s == PQ_OK) s = pq_xtx_cuda_read(h, g);
-    pq_xtx_cuda_free(h);
-    double worst = 0;
-    for (int i = 0; i < cols; i++)
-        for (int j = i; j < cols; j++) {
-            double want = a.xtx[(size_t)i * cols + j];
-            // both f32 sums of 300 products of N(0,1): ~300 * 2^-24 * sqrt(300) apart
-            worst = fmax(worst, fabs(g[(size_t)i * cols + j] - want) / (1 + fabs(want)));
-        }
-    PQ_CHECK(s == PQ_OK && worst < 1e-4, "X^T X on the GPU = the CPU's (worst relative difference %.2e): %s", worst,
-             s == PQ_OK ? "" : pq_last_error());
-    pq_act_stats_free(&a);
-    free(x), free(g);
+    for (int k = 0; k < 2; k++) {
+        pq_act_dtype dt = k ? PQ_ACT_BF16 : PQ_ACT_F16;
+        float *x = malloc((size_t)T * cols * sizeof(float)), *g = calloc((size_t)cols * cols, sizeof(float));
+        pq_test_fill(x, (size_t)T * cols, 1.0f);
+        pq_cuda_test_round(dt, x, (size_t)T * cols); // the values the device holds
+        pq_act_stats a;
+        pq_act_stats_init(&a, cols, PQ_STAT_XTX);
+        pq_act_stats_add(&a, x, T, PQ_STAT_XTX, pool);
+        pq_act_stats_add(&a, x, T / 2, PQ_STAT_XTX, pool);
+        pq_status s = pq_cuda_test_xtx(dt, x, T, T / 2, cols, g);
+        double worst = 0;
+        for (int i = 0; i < cols; i++)
+            for (int j = i; j < cols; j++) {
+                double want = a.xtx[(size_t)i * cols + j];
+                // exact products of 16-bit values, both f32 sums of 300 terms of
+                // N(0,1): ~300 * 2^-24 * sqrt(300) apart
+                worst = fmax(worst, fabs(g[(size_t)i * cols + j] - want) / (1 + fabs(want)));
+            }
+        PQ_CHECK(s == PQ_OK && worst < 1e-4, "X^T X on the GPU (%s) = the CPU's (worst relative difference %.2e): %s",
+                 pq_act_dtype_name(dt), worst, s == PQ_OK ? "" : pq_last_error());
+        pq_act_stats_free(&a);
+        free(x), free(g);
+    }
 }
 
 // The driver with its block passes and X^T X on the GPU against the CPU run:
@@ -465,11 +468,11 @@ static void test_driver_cuda(pq_pool *pool) {
 static void test_no_gpu(void) {
     if (pq_cuda_device_count() > 0) return;
     pq_xtx_cuda *h;
-    PQ_CHECK(pq_xtx_cuda_create(64, 8, &h) == PQ_ERR_NO_DEVICE && !h, "X^T X on the GPU without one: %s",
+    PQ_CHECK(pq_xtx_cuda_create(64, PQ_ACT_F16, NULL, &h) == PQ_ERR_NO_DEVICE && !h, "X^T X on the GPU without one: %s",
              pq_last_error());
     pq_config c = driver_config();
     pq_calib_gpu *g;
-    PQ_CHECK(pq_calib_gpu_create(&c, 40, &g) == PQ_ERR_NO_DEVICE && !g, "GPU block passes without a GPU: %s",
+    PQ_CHECK(pq_calib_gpu_create(&c, PQ_ACT_F16, 2, 40, &g) == PQ_ERR_NO_DEVICE && !g, "GPU block passes without a GPU: %s",
              pq_last_error());
 }
 

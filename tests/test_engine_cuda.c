@@ -4,13 +4,16 @@
 // stories260K fixture and on random models with the features the fixture
 // lacks (q/k/v bias, sliding window, BF16/F32 weights, untied head,
 // head_dim 64/128, Llama 3 RoPE scaling), on the fixture quantized by
-// pq_quantize (w4a16 g32, fp8: the quantized kernels inside the engine), and
-// --device auto's fallback to the CPU. Without a GPU only the "no device"
+// pq_quantize (w4a16 g32, fp8: the quantized kernels inside the engine),
+// decode steps from a CUDA graph against plain launches, the loss on the
+// device against the CPU's, and --device auto's fallback to the CPU. Ops
+// run in FP16 and BF16. Without a GPU only the "no device"
 // checks run; the rest print skip (FAIL under make test-gpu).
 #include "common/half.h"
 #include "common/sys.h"
 #include "kernels/cuda_host.h"
 #include "eval/engine.h"
+#include "kernels/loss.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "quant/quantize.h"
@@ -20,11 +23,15 @@
 
 static int have_gpu;
 
-// The CPU engine carries activations in f32, the GPU engine rounds the inputs
-// of every matrix product and the KV cache to FP16 (2^-11 relative, ~2.8e-4
-// rms per element); over the fixture's 5 blocks this gives ~1e-3 relative L2
-// on the logits, so 2e-3 with some margin (FP16 weights are exact on both).
+// The CPU engine carries activations in f32; the GPU engine rounds the
+// inputs of every matrix product and the KV cache to the model's 16-bit
+// activation type (FP16: 2^-11 relative, ~2.8e-4 rms per element); over the
+// fixture's 5 blocks this gives ~1e-3 relative L2 on the logits, so 2e-3
+// with some margin (FP16 weights are exact on both).
 #define ENGINE_TOL 2e-3
+// A model stored in BF16 runs with BF16 activations: 8 times FP16's
+// rounding (2^-8), so 8 times the tolerance.
+#define ENGINE_TOL_BF16 1.6e-2
 // A quantized checkpoint: as ENGINE_TOL, plus the weights the GPU rounds to
 // FP16 (grouped INT4 in the GEMV, every format in the prefill panels: 2^-12
 // rms relative per weight, ~2e-4 per linear output), so 3e-3.
@@ -57,49 +64,61 @@ static void check_no_device(void) {
 
 // ---- ops ----------------------------------------------------------------------------
 
+static const pq_act_dtype DTS[] = {PQ_ACT_F16, PQ_ACT_BF16};
+
 static void check_embed(void) {
     PQ_SKIP_UNLESS_GPU(have_gpu, "embedding gather on the GPU");
     int vocab = 301, n = 77, T = 19;
-    uint16_t *table = malloc((size_t)vocab * n * 2);
-    int32_t tok[19];
-    float *got = malloc((size_t)T * n * 4), *want = malloc((size_t)T * n * 4);
-    for (int i = 0; i < vocab * n; i++) table[i] = pq_f32_to_fp16(pq_test_normal());
-    for (int t = 0; t < T; t++) tok[t] = (int32_t)(pq_test_u64() % (uint64_t)vocab);
-    tok[0] = vocab - 1;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < n; i++) want[t * n + i] = pq_fp16_to_f32(table[(size_t)tok[t] * n + i]);
-    pq_test_poison(got, (size_t)T * n);
-    pq_status s = pq_cuda_test_embed(table, vocab, n, tok, T, got);
-    // FP16 -> f32 is exact
-    PQ_CHECK(s == PQ_OK && memcmp(got, want, (size_t)T * n * 4) == 0, "embedding gather == reference, bit for bit (%s)",
-             pq_last_error());
-    free(table); free(got); free(want);
+    for (int d = 0; d < 2; d++) {
+        pq_act_dtype dt = DTS[d];
+        float *table = malloc((size_t)vocab * n * 4);
+        int32_t tok[19];
+        float *got = malloc((size_t)T * n * 4), *want = malloc((size_t)T * n * 4);
+        pq_test_fill(table, (size_t)vocab * n, 1.0f);
+        pq_cuda_test_round(dt, table, (size_t)vocab * n); // the table the device holds
+        for (int t = 0; t < T; t++) tok[t] = (int32_t)(pq_test_u64() % (uint64_t)vocab);
+        tok[0] = vocab - 1;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < n; i++) want[t * n + i] = table[(size_t)tok[t] * n + i];
+        pq_test_poison(got, (size_t)T * n);
+        pq_status s = pq_cuda_test_embed(dt, table, vocab, n, tok, T, got);
+        // 16-bit -> f32 is exact
+        PQ_CHECK(s == PQ_OK && memcmp(got, want, (size_t)T * n * 4) == 0,
+                 "embedding gather (%s) == reference, bit for bit (%s)", pq_act_dtype_name(dt), pq_last_error());
+        free(table); free(got); free(want);
+    }
 }
 
 static void check_rmsnorm(void) {
     PQ_SKIP_UNLESS_GPU(have_gpu, "RMSNorm on the GPU");
     const int shapes[][2] = {{5, 64}, {3, 4099}, {1, 8192}, {70, 172}};
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-        int T = shapes[k][0], n = shapes[k][1];
-        float *x = malloc((size_t)T * n * 4), *w = malloc((size_t)n * 4);
-        float *got = malloc((size_t)T * n * 4), *want = malloc((size_t)T * n * 4);
-        pq_test_fill(x, (size_t)T * n, 3.0f);
-        for (int i = 0; i < n; i++) w[i] = 1.0f + 0.5f * pq_test_uniform();
-        pq_rmsnorm_ref(x, w, T, n, 1e-5f, want);
-        pq_test_poison(got, (size_t)T * n);
-        pq_status s = pq_cuda_test_rmsnorm(x, w, T, n, 1e-5f, got);
-        // FP16 output: rounding <= 2^-11 = 4.9e-4 relative; the f32 sum of
-        // squares moves the scale by ~1e-6; atol covers FP16 subnormals (6e-8 steps)
-        PQ_CHECK(s == PQ_OK && pq_allclose(got, want, (size_t)T * n, 1e-6, 1e-3), "RMSNorm [%d x %d] vs reference (%s)",
-                 T, n, pq_last_error());
-        free(x); free(w); free(got); free(want);
-    }
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            pq_act_dtype dt = DTS[d];
+            int T = shapes[k][0], n = shapes[k][1];
+            float *x = malloc((size_t)T * n * 4), *w = malloc((size_t)n * 4);
+            float *got = malloc((size_t)T * n * 4), *want = malloc((size_t)T * n * 4);
+            pq_test_fill(x, (size_t)T * n, 3.0f);
+            for (int i = 0; i < n; i++) w[i] = 1.0f + 0.5f * pq_test_uniform();
+            pq_rmsnorm_ref(x, w, T, n, 1e-5f, want);
+            pq_test_poison(got, (size_t)T * n);
+            pq_status s = pq_cuda_test_rmsnorm(dt, x, w, T, n, 1e-5f, got);
+            // the 16-bit output: rounding <= 2^-11 (FP16) / 2^-8 (BF16) relative;
+            // the f32 sum of squares moves the scale by ~1e-6; atol covers FP16
+            // subnormals (6e-8 steps)
+            double rtol = dt == PQ_ACT_BF16 ? 8e-3 : 1e-3;
+            PQ_CHECK(s == PQ_OK && pq_allclose(got, want, (size_t)T * n, 1e-6, rtol),
+                     "RMSNorm (%s) [%d x %d] vs reference (%s)", pq_act_dtype_name(dt), T, n, pq_last_error());
+            free(x); free(w); free(got); free(want);
+        }
 }
 
 static void check_rope(void) {
     PQ_SKIP_UNLESS_GPU(have_gpu, "RoPE on the GPU");
-    struct { int hd, n_heads, extra, pos0, T, llama3; } cases[] = {
-        {8, 8, 0, 0, 7, 0}, {64, 3, 5, 1000, 9, 0}, {128, 2, 0, 4000, 4, 1}, {2, 4, 1, 17, 33, 0}};
+    struct { int hd, n_heads, extra, pos0, T, llama3, device_pos; } cases[] = {
+        {8, 8, 0, 0, 7, 0, 0},   {64, 3, 5, 1000, 9, 0, 0}, {128, 2, 0, 4000, 4, 1, 0}, {2, 4, 1, 17, 33, 0, 0},
+        {64, 4, 0, 1234, 1, 0, 1}, {128, 2, 3, 7000, 1, 1, 1}, // a decode step's position read from the device
+    };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int hd = cases[k].hd, half = hd / 2, T = cases[k].T, pos0 = cases[k].pos0;
         int stride = cases[k].n_heads * hd + cases[k].extra; // extra columns must stay untouched
@@ -116,39 +135,51 @@ static void check_rope(void) {
         pq_rope_apply_ref(want, T, stride, cases[k].n_heads, hd, cs_ref, sn_ref);
         pq_test_poison(cs, nt);
         pq_test_poison(sn, nt);
-        pq_status s = pq_cuda_test_rope(f, hd, pos0, T, stride, cases[k].n_heads, x, cs, sn);
+        pq_status s = pq_cuda_test_rope(f, hd, pos0, cases[k].device_pos, T, stride, cases[k].n_heads, x, cs, sn);
         // the tables are cos/sin in double rounded to f32 on both sides (device
         // and glibc double cos/sin agree to ~1 ulp of double, so the f32 values
         // differ by at most 1 f32 ulp, 6e-8); the rotation is the same f32
         // operations without contraction
         PQ_CHECK(s == PQ_OK && pq_allclose(cs, cs_ref, nt, 1.2e-7, 0) && pq_allclose(sn, sn_ref, nt, 1.2e-7, 0),
-                 "RoPE tables hd %d pos0 %d%s vs reference (%s)", hd, pos0, cases[k].llama3 ? " llama3" : "",
-                 pq_last_error());
+                 "RoPE tables hd %d pos0 %d%s%s vs reference (%s)", hd, pos0, cases[k].llama3 ? " llama3" : "",
+                 cases[k].device_pos ? " (position on the device)" : "", pq_last_error());
         PQ_CHECK(s == PQ_OK && pq_allclose(x, want, nx, 1e-6, 1e-6), "RoPE rotation hd %d x %d heads (stride %d) vs reference",
                  hd, cases[k].n_heads, stride);
         free(f); free(x); free(want); free(cs); free(sn); free(cs_ref); free(sn_ref);
     }
 }
 
+static uint16_t to16(pq_act_dtype dt, float f) { return dt == PQ_ACT_BF16 ? pq_f32_to_bf16(f) : pq_f32_to_fp16(f); }
+
 static void check_swiglu_add_convert(void) {
-    PQ_SKIP_UNLESS_GPU(have_gpu, "SwiGLU, add and f32->FP16 on the GPU");
+    PQ_SKIP_UNLESS_GPU(have_gpu, "SwiGLU, add and f32 -> 16-bit on the GPU");
     size_t n = 10007;
     float *g = malloc(n * 4), *u = malloc(n * 4), *got = malloc(n * 4), *want = malloc(n * 4);
+    for (int d = 0; d < 2; d++) {
+        pq_act_dtype dt = DTS[d];
+        pq_test_fill(g, n, 3.0f);
+        pq_test_fill(u, n, 1.0f);
+        g[0] = -100.0f; // silu saturates to -0
+        g[1] = 60.0f;
+        g[2] = 400.0f, u[2] = 300.0f; // 120000: beyond FP16 (Inf there), a BF16 value
+        memcpy(want, g, n * 4);
+        pq_swiglu_ref(want, u, n);
+        pq_test_poison(got, n);
+        pq_status s = pq_cuda_test_swiglu(dt, g, u, n, got);
+        // the 16-bit output (2^-11 / 2^-8 relative) after expf (<= 2 ulp) and an IEEE divide
+        int ok = s == PQ_OK && pq_allclose(got + 3, want + 3, n - 3, 1e-7, dt == PQ_ACT_BF16 ? 8e-3 : 1e-3) &&
+                 got[0] == 0.0f && fabsf(got[1] - want[1]) <= 1e-3f * fabsf(want[1]);
+        ok &= dt == PQ_ACT_BF16 ? fabsf(got[2] - want[2]) <= 8e-3f * want[2] : isinf(got[2]);
+        PQ_CHECK(ok, "SwiGLU (%s) vs reference, 1.2e5 %s (%s)", pq_act_dtype_name(dt),
+                 dt == PQ_ACT_BF16 ? "kept" : "Inf as in FP16", pq_last_error());
+    }
+
     pq_test_fill(g, n, 3.0f);
     pq_test_fill(u, n, 1.0f);
-    g[0] = -100.0f; // silu saturates to -0
-    g[1] = 60.0f;
-    memcpy(want, g, n * 4);
-    pq_swiglu_ref(want, u, n);
-    pq_test_poison(got, n);
-    pq_status s = pq_cuda_test_swiglu(g, u, n, got);
-    // FP16 output (2^-11 relative) after expf (<= 2 ulp) and an IEEE divide
-    PQ_CHECK(s == PQ_OK && pq_allclose(got, want, n, 1e-7, 1e-3), "SwiGLU vs reference (%s)", pq_last_error());
-
     memcpy(want, g, n * 4);
     pq_add_ref(want, u, n);
     memcpy(got, g, n * 4);
-    s = pq_cuda_test_add(got, u, n);
+    pq_status s = pq_cuda_test_add(got, u, n);
     // one correctly rounded f32 add on both sides
     PQ_CHECK(s == PQ_OK && memcmp(got, want, n * 4) == 0, "add == reference, bit for bit (%s)", pq_last_error());
 
@@ -156,13 +187,81 @@ static void check_swiglu_add_convert(void) {
     uint16_t *h = malloc(n * 2), *h_ref = malloc(n * 2);
     for (size_t i = 0; i < n; i++) g[i] = pq_test_normal() * ldexpf(1.0f, (int)(pq_test_u64() % 50) - 30);
     g[0] = INFINITY;
-    g[1] = -65520.0f; // the first value that rounds to -Inf
+    g[1] = -65520.0f; // the first value that rounds to -Inf in FP16
     g[2] = 65519.0f;  // the largest that rounds to 65504
-    for (size_t i = 0; i < n; i++) h_ref[i] = pq_f32_to_fp16(g[i]);
-    s = pq_cuda_test_f32_to_f16(g, n, h);
-    PQ_CHECK(s == PQ_OK && memcmp(h, h_ref, n * 2) == 0, "f32 -> FP16 == pq_f32_to_fp16, bit for bit (%s)",
-             pq_last_error());
+    g[3] = NAN;
+    g[4] = 3.0e38f;   // Inf in FP16, a finite BF16 value
+    for (int d = 0; d < 2; d++) {
+        pq_act_dtype dt = DTS[d];
+        for (size_t i = 0; i < n; i++) h_ref[i] = to16(dt, g[i]);
+        s = pq_cuda_test_f32_to_act(dt, g, n, h);
+        int ok = s == PQ_OK && memcmp(h + 4, h_ref + 4, (n - 4) * 2) == 0 && memcmp(h, h_ref, 3 * 2) == 0;
+        ok &= (h[3] & 0x7fff) > (dt == PQ_ACT_BF16 ? 0x7f80 : 0x7c00); // a NaN, whatever its payload
+        PQ_CHECK(ok, "f32 -> %s == common/half.h's rounding, bit for bit (%s)", pq_act_dtype_name(dt), pq_last_error());
+    }
     free(g); free(u); free(got); free(want); free(h); free(h_ref);
+}
+
+// The KV-cache store: the rows written are dt(k), dt(v); every other row
+// keeps its NaN.
+static void check_kv_store(void) {
+    PQ_SKIP_UNLESS_GPU(have_gpu, "KV-cache store on the GPU");
+    struct { int T, kvd, pos0, n_ctx, device_pos; } cases[] = {{7, 64, 0, 16, 0}, {1, 256, 30, 40, 0}, {1, 96, 13, 20, 1}};
+    for (int d = 0; d < 2; d++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            pq_act_dtype dt = DTS[d];
+            int T = cases[c].T, kvd = cases[c].kvd, pos0 = cases[c].pos0, n_ctx = cases[c].n_ctx;
+            size_t nk = (size_t)T * kvd, nc = (size_t)n_ctx * kvd;
+            float *k = malloc(nk * 4), *v = malloc(nk * 4), *kc = malloc(nc * 4), *vc = malloc(nc * 4);
+            pq_test_fill(k, nk, 2.0f);
+            pq_test_fill(v, nk, 2.0f);
+            pq_status s = pq_cuda_test_kv_store(dt, k, v, T, kvd, pos0, cases[c].device_pos, n_ctx, kc, vc);
+            pq_cuda_test_round(dt, k, nk);
+            pq_cuda_test_round(dt, v, nk);
+            int ok = s == PQ_OK;
+            for (int r = 0; ok && r < n_ctx; r++)
+                for (int i = 0; ok && i < kvd; i++) {
+                    size_t at = (size_t)r * kvd + i;
+                    if (r >= pos0 && r < pos0 + T) ok = kc[at] == k[(size_t)(r - pos0) * kvd + i] &&
+                                                        vc[at] == v[(size_t)(r - pos0) * kvd + i];
+                    else ok = isnan(kc[at]) && isnan(vc[at]);
+                }
+            PQ_CHECK(ok, "KV store (%s) of %d rows at %d%s: rows written exactly, the others untouched (%s)",
+                     pq_act_dtype_name(dt), T, pos0, cases[c].device_pos ? " (position on the device)" : "",
+                     pq_last_error());
+            free(k); free(v); free(kc); free(vc);
+        }
+}
+
+// The loss on the device against pq_nll_ref (kernels/loss.h), on rows with
+// logits of a wide range, at a small and a 128k vocabulary.
+static void check_nll(void) {
+    PQ_SKIP_UNLESS_GPU(have_gpu, "log-softmax loss on the GPU");
+    const int shapes[][2] = {{5, 512}, {3, 128256}, {9, 1000}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int n = shapes[k][0], V = shapes[k][1];
+        float *l = malloc((size_t)n * V * 4), *got = malloc((size_t)n * 4);
+        int32_t *tg = malloc((size_t)n * 4);
+        pq_test_fill(l, (size_t)n * V, 8.0f);
+        for (int i = 0; i < n; i++) tg[i] = (int32_t)(pq_test_u64() % (uint64_t)V);
+        tg[1] = -1;               // not scored: 0
+        l[(size_t)2 * V + 7] = 90; // one dominant logit
+        tg[2] = 7;
+        pq_test_poison(got, (size_t)n);
+        pq_status s = pq_cuda_test_nll(l, n, V, tg, got);
+        // f32 sums on the device vs double (kernels/ops_cuda.h: ~1e-6 relative
+        // at 128k); 1e-5 absolute for the near-zero loss of row 2
+        int ok = s == PQ_OK;
+        double worst = 0;
+        for (int i = 0; ok && i < n; i++) {
+            double want = tg[i] < 0 ? 0.0 : pq_nll_ref(l + (size_t)i * V, V, tg[i]);
+            double e = fabs(got[i] - want);
+            worst = fmax(worst, e);
+            ok = e <= 1e-5 + 1e-5 * fabs(want);
+        }
+        PQ_CHECK(ok, "loss of %d rows at vocabulary %d vs pq_nll_ref (worst %.2e) (%s)", n, V, worst, pq_last_error());
+        free(l); free(got); free(tg);
+    }
 }
 
 static void check_attention(void) {
@@ -176,93 +275,112 @@ static void check_attention(void) {
         {{4, 2, 96, 5}, 20, 0, 1.0f},    // head_dim not a multiple of 32, tiny window
         {{2, 1, 2, 0}, 70, 5, 1.0f},     // tiny head_dim
         {{32, 8, 128, 0}, 1, 700, 1.0f}, // Llama-3-8B shape, decode over a long cache
+        {{32, 8, 128, 0}, 1, 3000, 1.0f},// and a cache long enough for many KV splits
+        {{8, 2, 64, 100}, 1, 500, 1.0f}, // decode with a sliding window
     };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const pq_attn_shape *a = &cases[c].s;
-        int T = cases[c].T, pos0 = cases[c].pos0;
-        size_t qn = (size_t)T * a->n_heads * a->head_dim, kn = (size_t)(pos0 + T) * a->n_kv * a->head_dim;
-        float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4), *got = malloc(qn * 4), *want = malloc(qn * 4);
-        pq_test_fill(q, qn, cases[c].qscale);
-        pq_test_fill(k, kn, 1.0f);
-        pq_test_fill(v, kn, 1.0f);
-        // the device cache is FP16: compare against the reference on the same rounded keys/values
-        for (size_t i = 0; i < kn; i++) {
-            k[i] = pq_fp16_to_f32(pq_f32_to_fp16(k[i]));
-            v[i] = pq_fp16_to_f32(pq_f32_to_fp16(v[i]));
+    for (int d = 0; d < 2; d++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            pq_act_dtype dt = DTS[d];
+            const pq_attn_shape *a = &cases[c].s;
+            int T = cases[c].T, pos0 = cases[c].pos0, n_ctx = pos0 + T + 5;
+            size_t qn = (size_t)T * a->n_heads * a->head_dim, kn = (size_t)(pos0 + T) * a->n_kv * a->head_dim;
+            float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4), *got = malloc(qn * 4),
+                  *want = malloc(qn * 4);
+            pq_test_fill(q, qn, cases[c].qscale);
+            pq_test_fill(k, kn, 1.0f);
+            pq_test_fill(v, kn, 1.0f);
+            // the device cache is 16-bit: the reference runs on the same rounded keys/values
+            pq_cuda_test_round(dt, k, kn);
+            pq_cuda_test_round(dt, v, kn);
+            pq_attention_ref(a, q, k, v, T, pos0, want);
+            // paths: the automatic choice, the prefill kernel on any T, and the
+            // decode kernel with the position as an argument and on the device
+            pq_attn_path paths[] = {PQ_ATTN_AUTO, PQ_ATTN_PREFILL, PQ_ATTN_DECODE, PQ_ATTN_DECODE_DEVPOS};
+            const char *pn[] = {"auto", "prefill kernel", "decode kernel", "decode kernel, position on the device"};
+            for (int p = 0; p < (T == 1 ? 4 : 2); p++) {
+                pq_test_poison(got, qn);
+                pq_status s = pq_cuda_test_attention(a, dt, paths[p], q, k, v, T, pos0, n_ctx, got);
+                // the 16-bit Q (prefill: Q is rounded to feed the tensor cores) and
+                // P.V in 16 bits add ~2^-11 (FP16) / 2^-8 (BF16) relative per term:
+                // outputs of magnitude ~1 within 2e-3 / 1.6e-2 of the double reference
+                double tol = dt == PQ_ACT_BF16 ? 1.6e-2 : 2e-3;
+                PQ_CHECK(s == PQ_OK && pq_allclose(got, want, qn, tol, tol),
+                         "attention (%s, %s) %d/%d heads hd %d window %d, T %d at pos0 %d vs reference (%s)",
+                         pq_act_dtype_name(dt), pn[p], a->n_heads, a->n_kv, a->head_dim, a->window, T, pos0,
+                         pq_last_error());
+            }
+            free(q); free(k); free(v); free(got); free(want);
         }
-        pq_attention_ref(a, q, k, v, T, pos0, want);
-        pq_test_poison(got, qn);
-        pq_status s = pq_cuda_test_attention(a, q, k, v, T, pos0, got);
-        // f32 scores/softmax/accumulation vs double: ~1e-6 absolute on outputs
-        // of magnitude ~1; the FP16 output adds 2^-11 relative
-        PQ_CHECK(s == PQ_OK && pq_allclose(got, want, qn, 2e-5, 1e-3),
-                 "attention %d/%d heads hd %d window %d, T %d at pos0 %d vs reference (%s)", a->n_heads, a->n_kv,
-                 a->head_dim, a->window, T, pos0, pq_last_error());
-        free(q); free(k); free(v); free(got); free(want);
-    }
     pq_attn_shape bad = {2, 1, 258, 0};
-    float dummy[1] = {0};
-    pq_status s = pq_attention_cuda(&bad, dummy, NULL, NULL, 1, 0, NULL, NULL);
+    float q[516] = {0}, out[516];
+    float kv[258] = {0};
+    pq_status s = pq_cuda_test_attention(&bad, PQ_ACT_F16, PQ_ATTN_AUTO, q, kv, kv, 1, 0, 1, out);
     PQ_CHECK(s == PQ_ERR_ARG, "head_dim 258 refused by the CUDA attention (%s)", pq_last_error());
 }
 
-// W as an F16 pq_linear (the ref's view of what the device holds).
-static uint16_t *to_f16_weight(const pq_linear *W) {
+// W as an F16 / BF16 pq_linear (the ref's view of what the device holds).
+static uint16_t *to16_weight(const pq_linear *W, pq_act_dtype dt) {
     size_t n = (size_t)W->rows * W->cols;
     uint16_t *w16 = malloc(n * 2);
     float *row = malloc((size_t)W->cols * 4);
     for (int r = 0; r < W->rows; r++) {
         pq_linear_rows_ref(W, r, 1, row);
-        for (int c = 0; c < W->cols; c++) w16[(size_t)r * W->cols + c] = pq_f32_to_fp16(row[c]);
+        for (int c = 0; c < W->cols; c++) w16[(size_t)r * W->cols + c] = to16(dt, row[c]);
     }
     free(row);
     return w16;
 }
 
 static void check_linear(void) {
-    PQ_SKIP_UNLESS_GPU(have_gpu, "linear layers (cuBLAS) on the GPU");
-    struct { pq_dense_type dt; int rows, cols, T, bias; } cases[] = {
-        {PQ_DENSE_F16, 67, 172, 1, 0}, {PQ_DENSE_F16, 64, 64, 33, 0}, {PQ_DENSE_BF16, 200, 96, 5, 1},
-        {PQ_DENSE_F32, 130, 300, 300, 1},
+    PQ_SKIP_UNLESS_GPU(have_gpu, "dense linear layers (cuBLAS) on the GPU");
+    struct { pq_dense_type wt; pq_act_dtype dt; int rows, cols, T, bias; } cases[] = {
+        {PQ_DENSE_F16, PQ_ACT_F16, 67, 172, 1, 0},   {PQ_DENSE_F16, PQ_ACT_F16, 64, 64, 33, 0},
+        {PQ_DENSE_BF16, PQ_ACT_F16, 200, 96, 5, 1},  {PQ_DENSE_F32, PQ_ACT_F16, 130, 300, 300, 1},
+        {PQ_DENSE_BF16, PQ_ACT_BF16, 200, 96, 5, 1}, {PQ_DENSE_F32, PQ_ACT_BF16, 130, 300, 40, 0},
     };
     const char *names[] = {"F32", "F16", "BF16"};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int R = cases[c].rows, C = cases[c].cols, T = cases[c].T;
-        size_t n = (size_t)R * C, es = cases[c].dt == PQ_DENSE_F32 ? 4 : 2;
+        pq_act_dtype dt = cases[c].dt;
+        size_t n = (size_t)R * C, es = cases[c].wt == PQ_DENSE_F32 ? 4 : 2;
         void *w = malloc(n * es);
         for (size_t i = 0; i < n; i++) {
             float f = 0.05f * pq_test_normal();
-            if (cases[c].dt == PQ_DENSE_F32) ((float *)w)[i] = f;
-            else if (cases[c].dt == PQ_DENSE_F16) ((uint16_t *)w)[i] = pq_f32_to_fp16(f);
+            if (cases[c].wt == PQ_DENSE_F32) ((float *)w)[i] = f;
+            else if (cases[c].wt == PQ_DENSE_F16) ((uint16_t *)w)[i] = pq_f32_to_fp16(f);
             else ((uint16_t *)w)[i] = pq_f32_to_bf16(f);
         }
         float *bias = malloc((size_t)R * 4), *x = malloc((size_t)T * C * 4);
         float *got = malloc((size_t)T * R * 4), *want = malloc((size_t)T * R * 4);
         pq_test_fill(bias, (size_t)R, 1.0f);
         pq_test_fill(x, (size_t)T * C, 1.0f);
-        for (size_t i = 0; i < (size_t)T * C; i++) x[i] = pq_fp16_to_f32(pq_f32_to_fp16(x[i])); // as the device sees it
-        pq_linear W = {.fmt = PQ_W_DENSE, .rows = R, .cols = C, .dense_type = cases[c].dt, .w = w,
+        pq_cuda_test_round(dt, x, (size_t)T * C); // as the device sees it
+        pq_linear W = {.fmt = PQ_W_DENSE, .rows = R, .cols = C, .dense_type = cases[c].wt, .w = w,
                        .bias = cases[c].bias ? bias : NULL};
-        uint16_t *w16 = to_f16_weight(&W);
+        uint16_t *w16 = to16_weight(&W, dt);
         pq_linear W16 = W;
-        W16.dense_type = PQ_DENSE_F16;
+        W16.dense_type = dt == PQ_ACT_BF16 ? PQ_DENSE_BF16 : PQ_DENSE_F16;
         W16.w = w16;
         pq_linear_forward_ref(&W16, x, T, want);
         pq_test_poison(got, (size_t)T * R);
-        pq_status s = pq_cuda_test_linear(&W, x, T, got);
-        // same FP16 operands; f32 vs double accumulation of C exact products:
+        pq_status s = pq_cuda_test_qlinear(&W, dt, x, T, PQ_CUDA_PATH_AUTO, got, NULL);
+        // same 16-bit operands; f32 vs double accumulation of C exact products:
         // ~sqrt(C) 2^-24 |terms| ~ 1e-7 absolute on outputs of magnitude ~1;
         // 1e-4 leaves room for tensor-core accumulation details, while an
         // indexing error would be O(1)
         PQ_CHECK(s == PQ_OK && pq_allclose(got, want, (size_t)T * R, 1e-4, 1e-4),
-                 "linear %s [%d x %d]%s, T %d vs reference on the FP16-rounded weight (%s)", names[cases[c].dt], R, C,
-                 cases[c].bias ? " + bias" : "", T, pq_last_error());
+                 "linear %s as %s [%d x %d]%s, T %d vs reference on the rounded weight (%s)", names[cases[c].wt],
+                 pq_act_dtype_name(dt), R, C, cases[c].bias ? " + bias" : "", T, pq_last_error());
         free(w); free(w16); free(bias); free(x); free(got); free(want);
     }
     float big[4] = {1.0f, -2.0f, 1e5f, 0.5f}, x[2] = {1, 1}, y[2];
     pq_linear W = {.fmt = PQ_W_DENSE, .rows = 2, .cols = 2, .dense_type = PQ_DENSE_F32, .w = big};
-    pq_status s = pq_cuda_test_linear(&W, x, 1, y);
-    PQ_CHECK(s == PQ_ERR_NUMERIC && strstr(pq_last_error(), "FP16"), "an F32 weight beyond the FP16 range is refused (%s)",
+    pq_status s = pq_cuda_test_qlinear(&W, PQ_ACT_F16, x, 1, PQ_CUDA_PATH_AUTO, y, NULL);
+    PQ_CHECK(s == PQ_ERR_NUMERIC && strstr(pq_last_error(), "FP16"),
+             "an F32 weight beyond the FP16 range is refused for FP16 activations (%s)", pq_last_error());
+    s = pq_cuda_test_qlinear(&W, PQ_ACT_BF16, x, 1, PQ_CUDA_PATH_AUTO, y, NULL);
+    float want1 = pq_bf16_to_f32(pq_f32_to_bf16(1e5f)) + 0.5f; // exact in f32
+    PQ_CHECK(s == PQ_OK && y[1] == want1, "the same weight runs in BF16: y = %g, want %g (%s)", y[1], want1,
              pq_last_error());
 }
 
@@ -372,6 +490,69 @@ done:
     pq_model_free(m);
 }
 
+// The loss of rows 2.. of tokens[0..n) (targets: the next token; the last
+// row and row 5 not scored) on the GPU (pq_engine_nll: reduced on the
+// device) against the CPU engine, within tol nats each.
+static void compare_nll(const char *what, pq_engine *gpu, pq_engine *cpu, const int32_t *tok, int n, double tol) {
+    int32_t *tg = malloc((size_t)n * 4);
+    double *ng = malloc((size_t)n * sizeof(double)), *nc = malloc((size_t)n * sizeof(double));
+    for (int i = 0; i + 1 < n; i++) tg[i] = tok[i + 1];
+    tg[n - 1] = -1, tg[5] = -1;
+    pq_status s = pq_engine_forward(gpu, tok, n, 0);
+    if (s == PQ_OK) s = pq_engine_nll(gpu, 2, n - 2, tg + 2, ng + 2);
+    pq_status s2 = pq_engine_forward(cpu, tok, n, 0);
+    if (s2 == PQ_OK) s2 = pq_engine_nll(cpu, 2, n - 2, tg + 2, nc + 2);
+    double worst = 0;
+    int zeros = s == PQ_OK && ng[5] == 0.0 && ng[n - 1] == 0.0;
+    for (int i = 2; s == PQ_OK && s2 == PQ_OK && i < n; i++) worst = fmax(worst, fabs(ng[i] - nc[i]));
+    PQ_CHECK(s == PQ_OK && s2 == PQ_OK && zeros && worst < tol,
+             "%s: loss of %d rows on the device vs the CPU engine: worst difference %.2e nats (limit %.0e), unscored "
+             "rows 0 (%s)", what, n - 2, worst, tol, pq_last_error());
+    free(tg); free(ng); free(nc);
+}
+
+// Decode steps replayed from a CUDA graph against the same steps launched
+// one by one (no_graphs): the graph holds the same kernels with the same
+// launch shapes (the decode attention's split count depends on the cache
+// length only; the position is read from the device instead of passed), so
+// the logits must be bit-identical. And the loss computed on the device
+// (pq_engine_nll) against the CPU engine's on the same tokens.
+static void check_graphs_and_nll(void) {
+    PQ_SKIP_UNLESS_GPU(have_gpu, "CUDA-graph decode vs plain launches, and the loss on the device vs the CPU");
+    pq_model *m;
+    pq_status s = pq_model_open(pq_test_path("fixtures/stories260K"), &m);
+    PQ_CHECK(s == PQ_OK, "fixture model opens (%s)", pq_last_error());
+    if (s != PQ_OK) return;
+    pq_engine_params p = pq_engine_default_params();
+    pq_engine *graph = NULL, *plain = NULL, *cpu = NULL;
+    p.device = PQ_DEVICE_CUDA;
+    s = pq_engine_create(m, &p, &graph);
+    p.no_graphs = 1;
+    if (s == PQ_OK) s = pq_engine_create(m, &p, &plain);
+    p.device = PQ_DEVICE_CPU;
+    if (s == PQ_OK) s = pq_engine_create(m, &p, &cpu);
+    PQ_CHECK(s == PQ_OK, "engines built (%s)", pq_last_error());
+    if (s == PQ_OK) {
+        const int n = 40, V = m->cfg.vocab;
+        int32_t tok[40];
+        tok[0] = 1;
+        for (int i = 1; i < n; i++) tok[i] = (int32_t)(pq_test_u64() % (uint64_t)V);
+        size_t nl = (size_t)n * V;
+        float *a = malloc(nl * 4), *b = malloc(nl * 4);
+        pq_test_poison(a, nl);
+        pq_test_poison(b, nl);
+        pq_status sa = decode_logits(graph, tok, n, V, a), sb = decode_logits(plain, tok, n, V, b);
+        PQ_CHECK(sa == PQ_OK && sb == PQ_OK && memcmp(a, b, nl * 4) == 0,
+                 "%d decode steps: CUDA-graph replay == plain launches, bit for bit (%s)", n - 3, pq_last_error());
+        compare_nll("fixture", graph, cpu, tok, n, 2e-2);
+        free(a); free(b);
+    }
+    pq_engine_free(graph);
+    pq_engine_free(plain);
+    pq_engine_free(cpu);
+    pq_model_free(m);
+}
+
 // A random model with config c, q/k/v biases when c->qkv_bias.
 static pq_status random_model(const pq_config *c, pq_dense_type dt, pq_model **out) {
     PQ_TRY(pq_model_random(c, dt, pq_test_u64(), out));
@@ -393,7 +574,7 @@ static pq_status random_model(const pq_config *c, pq_dense_type dt, pq_model **o
 }
 
 static void check_random_models(void) {
-    PQ_SKIP_UNLESS_GPU(have_gpu, "GPU engine on random models (bias, sliding window, BF16/F32, head_dim 64/128)");
+    PQ_SKIP_UNLESS_GPU(have_gpu, "GPU engine on random models (bias, sliding window, BF16/F32, head_dim 64/128, vocab 49152)");
     pq_config qwen = {.arch = PQ_ARCH_QWEN2, .arch_name = "Qwen2ForCausalLM", .hidden = 256, .intermediate = 688,
                       .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .vocab = 1000, .max_pos = 256,
                       .rms_eps = 1e-6f, .rope_theta = 1000000.0f, .tie_embeddings = 0, .qkv_bias = 1,
@@ -403,10 +584,17 @@ static void check_random_models(void) {
                         .rms_eps = 1e-5f, .rope_theta = 500000.0f, .tie_embeddings = 1, .bos_id = -1, .eos_id = -1,
                         .rope_llama3 = 1, .rope_factor = 8.0f, .rope_low_freq_factor = 1.0f,
                         .rope_high_freq_factor = 4.0f, .rope_orig_max_pos = 8192};
+    // SmolLM2-135M's shapes and vocabulary (49152), 2 of its 30 layers: the
+    // loss on the device over a real vocabulary
+    pq_config smol = {.arch = PQ_ARCH_LLAMA, .arch_name = "LlamaForCausalLM", .hidden = 576, .intermediate = 1536,
+                      .n_layers = 2, .n_heads = 9, .n_kv_heads = 3, .head_dim = 64, .vocab = 49152, .max_pos = 256,
+                      .rms_eps = 1e-5f, .rope_theta = 100000.0f, .tie_embeddings = 1, .bos_id = -1, .eos_id = -1};
     struct { const pq_config *c; pq_dense_type dt; const char *what; } cases[] = {
         {&qwen, PQ_DENSE_BF16, "random Qwen2 (BF16, bias, window 24, untied head)"},
         {&llama3, PQ_DENSE_F32, "random Llama 3 (F32, hd 128, MQA, rope scaling, tied)"},
+        {&smol, PQ_DENSE_F16, "random SmolLM2-135M shapes (F16, vocab 49152, 2 layers)"},
     };
+    const double tols[] = {ENGINE_TOL_BF16, ENGINE_TOL, ENGINE_TOL};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pq_model *m = NULL;
         pq_engine *gpu = NULL, *cpu = NULL;
@@ -422,7 +610,8 @@ static void check_random_models(void) {
             int n = 60, V = m->cfg.vocab;
             int32_t tok[60];
             for (int i = 0; i < n; i++) tok[i] = (int32_t)(pq_test_u64() % (uint64_t)V);
-            compare_engines(cases[k].what, gpu, cpu, tok, n, V, ENGINE_TOL);
+            compare_engines(cases[k].what, gpu, cpu, tok, n, V, tols[k]);
+            compare_nll(cases[k].what, gpu, cpu, tok, n, k == 0 ? 1e-1 : 2e-2);
         }
         pq_engine_free(gpu);
         pq_engine_free(cpu);
@@ -509,9 +698,12 @@ int main(void) {
     check_rmsnorm();
     check_rope();
     check_swiglu_add_convert();
+    check_kv_store();
+    check_nll();
     check_attention();
     check_linear();
     check_fixture();
+    check_graphs_and_nll();
     check_random_models();
     check_packed_fixture();
     check_auto_fallback();
