@@ -7,39 +7,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-// "version": the compressed-tensors release pq's output was last verified to
-// load in, bit for bit (tests/compat/run.sh).
-#define PQ_CT_VERSION "0.20.1"
+// "version": the compressed-tensors release whose llm-compressor output pq's
+// equals, byte for byte, and which loads pq's output (make test-oracles:
+// tests/oracles/test_llmcompressor_rtn.sh, tests/compat/run.sh).
+#define PQ_CT_VERSION "0.19.0"
 
 static const char *const FORMATS[] = {"pack-quantized", "int-quantized", "float-quantized", "naive-quantized"};
 
 // ---- writing -----------------------------------------------------------
 
 // QuantizationArgs / QuantizationConfig with every field compressed-tensors
-// serializes; the file is written with sorted keys, as transformers does.
+// serializes, valued as llm-compressor's QuantizationModifier writes them for
+// the same scheme (observer "memoryless_minmax" for weights; "scale_dtype"
+// null: scales in the model's dtype; "zp_dtype" "torch.int8" for an
+// asymmetric integer scheme, else null), and the group's "format"; the file
+// is written with sorted keys, as transformers does.
 static json_t *quant_config_json(const pq_scheme *s, int quantize_head) {
     const char *strategy = s->group > 0 ? "group" : s->group == PQ_GROUP_TENSOR ? "tensor" : "channel";
     static const char *const ACTORDER[] = {NULL, "group", "weight"};
-    json_t *w = json_pack("{s:o, s:o, s:b, s:o, s:i, s:s, s:{}, s:s, s:b, s:s}",
+    json_t *w = json_pack("{s:o, s:o, s:b, s:o, s:i, s:s, s:{}, s:n, s:s, s:b, s:s, s:o}",
                           "actorder", s->actorder ? json_string(ACTORDER[s->actorder]) : json_null(),
                           "block_structure", json_null(), "dynamic", 0,
                           "group_size", s->group > 0 ? json_integer(s->group) : json_null(),
-                          "num_bits", s->bits, "observer", "minmax", "observer_kwargs",
-                          "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int");
+                          "num_bits", s->bits, "observer", "memoryless_minmax", "observer_kwargs", "scale_dtype",
+                          "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int",
+                          "zp_dtype", s->sym ? json_null() : json_string("torch.int8"));
     // input activations: dynamic per token (no observer), or static per tensor
-    // (an M.input_scale per linear, calibrated by a min-max observer)
+    // (an M.input_scale per linear: the largest |x| over all the calibration
+    // tokens, llm-compressor's static_minmax observer)
     int stat = pq_scheme_act_static(s), fp8 = s->act == PQ_ACT_FP8_TOKEN || s->act == PQ_ACT_FP8_TENSOR;
     json_t *in = s->act == PQ_ACT_NONE
                      ? json_null()
-                     : json_pack("{s:o, s:o, s:b, s:o, s:i, s:o, s:{}, s:s, s:b, s:s}",
+                     : json_pack("{s:o, s:o, s:b, s:o, s:i, s:o, s:{}, s:n, s:s, s:b, s:s, s:n}",
                                  "actorder", json_null(), "block_structure", json_null(), "dynamic", !stat,
                                  "group_size", json_null(), "num_bits", 8,
-                                 "observer", stat ? json_string("minmax") : json_null(), "observer_kwargs",
-                                 "strategy", stat ? "tensor" : "token", "symmetric", 1, "type", fp8 ? "float" : "int");
+                                 "observer", stat ? json_string("static_minmax") : json_null(), "observer_kwargs",
+                                 "scale_dtype", "strategy", stat ? "tensor" : "token", "symmetric", 1, "type",
+                                 fp8 ? "float" : "int", "zp_dtype");
     json_t *ignore = quantize_head ? json_array() : json_pack("[s]", "lm_head");
-    return json_pack("{s:{s:{s:o, s:o, s:[s], s:o}}, s:s, s:o, s:o, s:o, s:s, s:s, s:{}, s:{}, s:s}",
-                     "config_groups", "group_0", "input_activations", in, "output_activations", json_null(),
-                     "targets", "Linear", "weights", w,
+    return json_pack("{s:{s:{s:s, s:o, s:o, s:[s], s:o}}, s:s, s:o, s:o, s:o, s:s, s:s, s:{}, s:{}, s:s}",
+                     "config_groups", "group_0", "format", pq_scheme_format(s), "input_activations", in,
+                     "output_activations", json_null(), "targets", "Linear", "weights", w,
                      "format", pq_scheme_format(s), "global_compression_ratio", json_null(),
                      "ignore", ignore, "kv_cache_scheme", json_null(),
                      "quant_method", "compressed-tensors", "quantization_status", "compressed",
