@@ -55,14 +55,14 @@ int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale
     return 1;
 }
 
-float pq_rtn_code(float w, float scale, float zero, int bits) {
-    return clampf(rintf(w / scale) + zero, (float)-(1 << (bits - 1)), (float)((1 << (bits - 1)) - 1));
-}
-
 float pq_rtn_code_dtype(float w, float scale, float zero, int bits, pq_dtype dt) {
     float x = rd(w / scale, dt);
     if (zero != 0) x = rd(x + zero, dt);
     return rintf(clampf(x, (float)-(1 << (bits - 1)), (float)((1 << (bits - 1)) - 1)));
+}
+
+float pq_rtn_code(float w, float scale, float zero, int bits) {
+    return pq_rtn_code_dtype(w, scale, zero, bits, PQ_DT_F32);
 }
 
 // One group [c0, c1) of row r of an integer format: writes codes (QPACK

@@ -61,12 +61,12 @@ int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale
 float pq_rtn_stored_scale(double s, pq_dtype scale_dtype);
 
 // The signed code of w for a scale and zero point from pq_rtn_group_params,
-// with w / scale one f32 division: clamp(rne(w / scale) + zero, -2^(bits-1),
-// 2^(bits-1) - 1), as a float. This is the arithmetic of llm-compressor's
-// GPTQ, whose working copy of the weights is f32 (gptq_quantize.py: f32
-// weights divided by the D scale promote to f32); GPTQ and AWQ's search use
-// it. It equals pq_rtn_code_dtype for PQ_DT_F32. It dequantizes to
-// scale * (code - zero) (one fp32 multiply).
+// in f32: rne(clamp((w / scale) + zero, -2^(bits-1), 2^(bits-1) - 1)), each
+// parenthesis one f32 operation, as a float (pq_rtn_code_dtype for
+// PQ_DT_F32). This is the arithmetic of llm-compressor's GPTQ, whose working
+// copy of the weights is f32 (gptq_quantize.py: f32 weights divided by the D
+// scale promote to f32); GPTQ uses it. It dequantizes to scale * (code -
+// zero) (one fp32 multiply).
 float pq_rtn_code(float w, float scale, float zero, int bits);
 
 // The signed code RTN stores (compressed-tensors' quantize in dtype dt):

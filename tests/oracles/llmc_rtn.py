@@ -9,7 +9,8 @@ For every MODEL (a Hugging Face checkpoint in F16, BF16 or F32) and every
 scheme below (or the CASEs named after it), both tools quantize the same weights; the two model.safetensors
 must hold the same tensors, byte for byte (names, dtypes, shapes, codes,
 scales, zero points), and the two config.json files must be equal except for
-quantization_config.version. Then on the first MODEL, some of pq's outputs are
+quantization_config.version. Then on the first MODEL and on those given with
+CASEs, some of pq's outputs are
 loaded with the default AutoModelForCausalLM.from_pretrained(OUT) (the model's
 dtype, compressed-tensors decompressing on the first forward pass) and their
 logits on one token sequence are compared with pq's engine (DUMP_LOGITS).
@@ -122,7 +123,7 @@ def run_pq(pq, src, out, flags):
     return r.returncode == 0, r.stderr.strip().splitlines()[-1:] if r.stderr else []
 
 
-def load_check(dump_logits, out, name, work):
+def load_check(dump_logits, out, name, work, act_quantized):
     ids = torch.tensor([[1] + [(37 * i + 11) % 500 + 3 for i in range(31)]], dtype=torch.int32)
     ids.numpy().tofile(os.path.join(work, "ids.bin"))
     want = os.path.join(work, "pq.logits")
@@ -138,8 +139,15 @@ def load_check(dump_logits, out, name, work):
     ref = torch.from_numpy(np.fromfile(want, dtype=np.float32)).reshape(got.shape)
     rel = float((got - ref).norm() / ref.norm())
     # transformers runs in the model's dtype (F16: 11-bit significands in every
-    # activation and product, BF16: 8), pq in f32 on the same dequantized weights
+    # activation and product, BF16: 8), pq in f32 on the same dequantized weights.
+    # With quantized activations (w8a8, fp8-dynamic) each token's codes are
+    # computed in that dtype too: x / s rounded to F16 moves a code by one step
+    # wherever it lands within F16's spacing of a tie, so the logits differ
+    # more (measured: 1.3e-2 / 3.0e-2 on the tiny F16 model, 6.6e-2 for w8a8 on
+    # SmolLM2); a load that reads the tensors wrongly is off by ~1.
     tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(model.dtype, 1e-4)
+    if act_quantized:
+        tol = 1e-1
     check(rel <= tol, f"{name}: default AutoModelForCausalLM.from_pretrained loads pq's output ({model.dtype}); "
           f"logits vs pq's: relative L2 {rel:.2e} (<= {tol:g})")
 
@@ -162,8 +170,8 @@ def main():
             diff = compare(ours, theirs)
             check(not diff, f"{tag} {name}: pq quantize {flags} == llm-compressor's output (every tensor byte for "
                   f"byte, config.json but the version)" + ("" if not diff else ": " + "; ".join(diff[:4])))
-            if mi == 0 and name in LOADS:
-                load_check(dump_logits, ours, f"{tag} {name}", work)
+            if (mi == 0 or only) and name in LOADS:
+                load_check(dump_logits, ours, f"{tag} {name}", work, name.startswith(("w8a8", "fp8-dynamic")))
     return 1 if failures else 0
 
 
