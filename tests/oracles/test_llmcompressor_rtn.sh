@@ -8,7 +8,8 @@
 # (per channel and per tensor). Models: two small random Llamas whose sizes
 # are multiples of every group (F16 and BF16, tests/compat/make_tiny_llama.py)
 # and SmolLM2-135M (tools/get_smollm2.sh, pq convert --dtype f16) for INT4
-# g64 asym, W8A8 and FP8 dynamic (~4 minutes each on 2 loaded cores). Then
+# g64 asym, W8A8 and FP8 dynamic (~40 s of CPU each; the whole script took
+# over 30 minutes of wall time on the 2 shared cores here). Then
 # the default AutoModelForCausalLM.from_pretrained(OUT) loads pq's sym, asym
 # (packed zero points), 3-bit, W8A8 and FP8 outputs of the F16 fixture and
 # SmolLM2's, and their logits are compared with pq's. Without the venv this
