@@ -141,13 +141,16 @@ def load_check(dump_logits, out, name, work, act_quantized):
     # transformers runs in the model's dtype (F16: 11-bit significands in every
     # activation and product, BF16: 8), pq in f32 on the same dequantized weights.
     # With quantized activations (w8a8, fp8-dynamic) each token's codes are
-    # computed in that dtype too: x / s rounded to F16 moves a code by one step
-    # wherever it lands within F16's spacing of a tie, so the logits differ
-    # more (measured: 1.3e-2 / 3.0e-2 on the tiny F16 model, 6.6e-2 for w8a8 on
-    # SmolLM2); a load that reads the tensors wrongly is off by ~1.
+    # computed in that dtype too: a code moves by a whole step wherever F16's
+    # rounding crosses a tie, and INT8 differs by design (compressed-tensors'
+    # fake quantization divides by amax / 127.5, pq runs vLLM's kernels'
+    # x * (127 / amax)); so the logits differ more. Measured: w8a8 1.3e-2 and
+    # fp8-dynamic 3.0e-2 on the tiny F16 model, 6.6e-2 and 1.3e-1 on SmolLM2
+    # F16 (loaded in F32 instead: fp8-dynamic 3.5e-7 on the tiny model, the
+    # same arithmetic). A load that reads the tensors wrongly is off by ~1.
     tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(model.dtype, 1e-4)
     if act_quantized:
-        tol = 1e-1
+        tol = 2e-1
     check(rel <= tol, f"{name}: default AutoModelForCausalLM.from_pretrained loads pq's output ({model.dtype}); "
           f"logits vs pq's: relative L2 {rel:.2e} (<= {tol:g})")
 
