@@ -109,6 +109,11 @@ $(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libpq_test.a $(BUILD)/libpq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libpq_test.a $(BUILD)/libpq.a $(LDLIBS)
 
+# helpers of make test-oracles (tests/oracles/*.c)
+$(BUILD)/oracles/%: tests/oracles/%.c $(BUILD)/libpq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libpq.a $(LDLIBS)
+
 # fuzz targets built as plain programs that replay their corpus (run by make test)
 $(BUILD)/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(BUILD)/libpq.a
 	@mkdir -p $(dir $@)
@@ -137,7 +142,7 @@ test-gpu:
 	@PQ_SHARED=$(SHARED) PQ_REQUIRE_GPU=1 sh tests/run.sh
 
 test-oracles:
-	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_gguf_model
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_gguf_model $(BUILD)/oracles/dump_logits
 	@PQ_SHARED=$(SHARED) sh tests/oracles/run.sh
 
 bench: all $(BENCH_BIN)

@@ -5,15 +5,16 @@
 // config.json gains (formats/packed_config.c; field set of
 // compressed_tensors.quantization.{quant_config,quant_scheme,quant_args}):
 //   "quantization_config": {
-//     "config_groups": {"group_0": {"targets": ["Linear"],
+//     "config_groups": {"group_0": {"targets": ["Linear"], "format": (as below),
 //         "weights": {"num_bits": 4, "type": "int", "symmetric": true,
 //                     "strategy": "group", "group_size": 128, "dynamic": false,
 //                     "actorder": null | "group" | "weight", "block_structure": null,
-//                     "observer": "minmax", "observer_kwargs": {}},
+//                     "observer": "memoryless_minmax", "observer_kwargs": {},
+//                     "scale_dtype": null, "zp_dtype": null | "torch.int8"},
 //         "input_activations": null (or {"num_bits": 8, "type": "int"|"float",
 //                     "strategy": "token", "dynamic": true, "symmetric": true, ...}
 //                     for dynamic per-token activations, or "strategy": "tensor",
-//                     "dynamic": false, "observer": "minmax" for static ones),
+//                     "dynamic": false, "observer": "static_minmax" for static ones),
 //         "output_activations": null}},
 //     "format": "pack-quantized" | "int-quantized" | "float-quantized" | "naive-quantized",
 //     "ignore": ["lm_head"], "quant_method": "compressed-tensors",

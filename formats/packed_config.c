@@ -8,38 +8,46 @@
 
 #include "formats/regex.h"
 
-// "version": the compressed-tensors release pq's output was last verified to
-// load in, bit for bit (tests/compat/run.sh).
-#define PQ_CT_VERSION "0.20.1"
+// "version": the compressed-tensors release whose llm-compressor output pq's
+// equals, byte for byte, and which loads pq's output (make test-oracles:
+// tests/oracles/test_llmcompressor_rtn.sh, tests/compat/run.sh).
+#define PQ_CT_VERSION "0.19.0"
 
 static const char *const FORMATS[] = {"pack-quantized", "int-quantized", "float-quantized", "naive-quantized"};
 
 // ---- writing -----------------------------------------------------------
 
-// QuantizationScheme {input_activations, output_activations, targets,
-// weights} of scheme s (targets stolen), with every field compressed-tensors
-// serializes; the file is written with sorted keys, as transformers does.
-static json_t *scheme_json(const pq_scheme *s, json_t *targets) {
+// QuantizationScheme {format, input_activations, output_activations,
+// targets, weights} of scheme s (targets stolen), with every field
+// compressed-tensors serializes, valued as llm-compressor's
+// QuantizationModifier writes them for the same scheme (observer
+// "memoryless_minmax" for weights; "scale_dtype" null: scales in the model's
+// dtype; "zp_dtype" "torch.int8" for an asymmetric integer scheme, else
+// null); the file is written with sorted keys, as transformers does.
+static json_t *scheme_json(const pq_scheme *s, const char *format, json_t *targets) {
     const char *strategy = s->group > 0 ? "group" : s->group == PQ_GROUP_TENSOR ? "tensor" : "channel";
     static const char *const ACTORDER[] = {NULL, "group", "weight"};
-    json_t *w = json_pack("{s:o, s:o, s:b, s:o, s:i, s:s, s:{}, s:s, s:b, s:s}",
+    json_t *w = json_pack("{s:o, s:o, s:b, s:o, s:i, s:s, s:{}, s:n, s:s, s:b, s:s, s:o}",
                           "actorder", s->actorder ? json_string(ACTORDER[s->actorder]) : json_null(),
                           "block_structure", json_null(), "dynamic", 0,
                           "group_size", s->group > 0 ? json_integer(s->group) : json_null(),
-                          "num_bits", s->bits, "observer", "minmax", "observer_kwargs",
-                          "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int");
+                          "num_bits", s->bits, "observer", "memoryless_minmax", "observer_kwargs", "scale_dtype",
+                          "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int",
+                          "zp_dtype", s->sym ? json_null() : json_string("torch.int8"));
     // input activations: dynamic per token (no observer), or static per tensor
-    // (an M.input_scale per linear, calibrated by a min-max observer)
+    // (an M.input_scale per linear: the largest |x| over all the calibration
+    // tokens, llm-compressor's static_minmax observer)
     int stat = pq_scheme_act_static(s), fp8 = s->act == PQ_ACT_FP8_TOKEN || s->act == PQ_ACT_FP8_TENSOR;
     json_t *in = s->act == PQ_ACT_NONE
                      ? json_null()
-                     : json_pack("{s:o, s:o, s:b, s:o, s:i, s:o, s:{}, s:s, s:b, s:s}",
+                     : json_pack("{s:o, s:o, s:b, s:o, s:i, s:o, s:{}, s:n, s:s, s:b, s:s, s:n}",
                                  "actorder", json_null(), "block_structure", json_null(), "dynamic", !stat,
                                  "group_size", json_null(), "num_bits", 8,
-                                 "observer", stat ? json_string("minmax") : json_null(), "observer_kwargs",
-                                 "strategy", stat ? "tensor" : "token", "symmetric", 1, "type", fp8 ? "float" : "int");
-    return json_pack("{s:o, s:o, s:o, s:o}", "input_activations", in, "output_activations", json_null(), "targets",
-                     targets, "weights", w);
+                                 "observer", stat ? json_string("static_minmax") : json_null(), "observer_kwargs",
+                                 "scale_dtype", "strategy", stat ? "tensor" : "token", "symmetric", 1, "type",
+                                 fp8 ? "float" : "int", "zp_dtype");
+    return json_pack("{s:s, s:o, s:o, s:o, s:o}", "format", format, "input_activations", in, "output_activations",
+                     json_null(), "targets", targets, "weights", w);
 }
 
 // QuantizationConfig around its config groups (stolen).
@@ -73,7 +81,7 @@ done:
 pq_status pq_packed_config_json(const char *src_json, size_t len, const char *name, const pq_scheme *s,
                                 int quantize_head, char **out) {
     json_t *ignore = quantize_head ? json_array() : json_pack("[s]", "lm_head");
-    json_t *qc = quant_config_json(json_pack("{s:o}", "group_0", scheme_json(s, json_pack("[s]", "Linear"))),
+    json_t *qc = quant_config_json(json_pack("{s:o}", "group_0", scheme_json(s, pq_scheme_format(s), json_pack("[s]", "Linear"))),
                                    pq_scheme_format(s), ignore);
     return set_quant_config(src_json, len, name, qc, out);
 }
@@ -88,8 +96,7 @@ pq_status pq_packed_config_json_groups(const char *src_json, size_t len, const c
         json_t *targets = json_array();
         for (int i = 0; targets && i < groups[g].n_targets; i++)
             json_array_append_new(targets, json_string(groups[g].targets[i]));
-        json_t *grp = scheme_json(&groups[g].scheme, targets);
-        if (grp && !same) json_object_set_new(grp, "format", json_string(groups[g].format));
+        json_t *grp = scheme_json(&groups[g].scheme, groups[g].format, targets);
         char key[32];
         snprintf(key, sizeof key, "group_%d", g);
         json_object_set_new(obj, key, grp);

@@ -89,8 +89,11 @@ static void clip_chunk(void *ctx, int ci, int tid) {
                 float m = (float)(org[r] * (1.0 - (double)i / j->clip_grid)), sc, z;
                 for (int c = 0; c < n; c++) wc[c] = w[c] > m ? m : w[c] < -m ? -m : w[c];
                 usable[r] = pq_rtn_group_params(wc, n, j->s->bits, j->s->sym, j->sdt, &sc, &z);
-                for (int c = 0; c < n; c++)
-                    D[(size_t)r * n + c] = usable[r] ? sc * (pq_rtn_code(wc[c], sc, z, j->s->bits) - z) - w[c] : 0;
+                for (int c = 0; c < n && usable[r]; c++) { // the code RTN will store for the clipped weight
+                    float code = pq_rtn_code_dtype(pq_round_to_dtype(wc[c], j->sdt), sc, z, j->s->bits, j->sdt);
+                    D[(size_t)r * n + c] = sc * (code - z) - w[c];
+                }
+                if (!usable[r]) memset(D + (size_t)r * n, 0, (size_t)n * sizeof(float));
             }
             // E [T][nr] = X_g D^T: each token's output error per row
             pq_sgemm_nt(j->T, nr, n, 1.0f, j->x + c0, j->cols, D, n, 0.0f, E, nr);

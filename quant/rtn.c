@@ -33,19 +33,36 @@ float pq_rtn_stored_scale(double s, pq_dtype dt) {
 
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+// One operation's f32 result rounded to dt: the operation in dt (rtn.h).
+static float rd(float x, pq_dtype dt) { return pq_round_to_dtype(x, dt); }
+
 int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale_dtype, float *scale, float *zero) {
+    pq_dtype dt = scale_dtype;
     float qmin = (float)-(1 << (bits - 1)), qmax = (float)((1 << (bits - 1)) - 1), lo = 0, hi = 0;
     for (int c = 0; c < n; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
-    double range = sym ? fmax(-(double)lo, hi) / (((1 << bits) - 1) / 2.0) : ((double)hi - lo) / ((1 << bits) - 1);
-    float sc = pq_rtn_stored_scale(range, scale_dtype);
-    if (sc == 0) return 0;
+    lo = rd(lo, dt), hi = rd(hi, dt);
+    float levels = (float)((1 << bits) - 1); // exact in F16 and BF16 for bits <= 8, as is levels / 2
+    float raw = sym ? rd(fmaxf(-lo, hi) / (levels / 2), dt) : rd(rd(hi - lo, dt) / levels, dt);
+    float sc = raw == 0 ? dtype_eps(dt) : raw;
+    if (!isfinite(sc)) return 0;
     *scale = sc;
-    *zero = sym ? 0 : clampf(rintf(qmin - lo / sc), qmin, qmax);
+    if (sym)
+        *zero = 0;
+    else if (raw == 0) // compressed-tensors divides by the scale before replacing a 0: lo / 0
+        *zero = lo == 0 ? 0 : qmax;
+    else
+        *zero = rintf(clampf(rd(qmin - rd(lo / raw, dt), dt), qmin, qmax));
     return 1;
 }
 
+float pq_rtn_code_dtype(float w, float scale, float zero, int bits, pq_dtype dt) {
+    float x = rd(w / scale, dt);
+    if (zero != 0) x = rd(x + zero, dt);
+    return rintf(clampf(x, (float)-(1 << (bits - 1)), (float)((1 << (bits - 1)) - 1)));
+}
+
 float pq_rtn_code(float w, float scale, float zero, int bits) {
-    return clampf(rintf(w / scale) + zero, (float)-(1 << (bits - 1)), (float)((1 << (bits - 1)) - 1));
+    return pq_rtn_code_dtype(w, scale, zero, bits, PQ_DT_F32);
 }
 
 // One group [c0, c1) of row r of an integer format: writes codes (QPACK
@@ -53,19 +70,24 @@ float pq_rtn_code(float w, float scale, float zero, int bits) {
 static int quant_int_group(job *j, int r, int c0, int c1, int g, double *e2) {
     pq_qtensor *q = j->q;
     const float *w = j->w + (size_t)r * q->cols;
-    float sc, z;
+    float sc, z; // the group's min and max rounded to sdt are those of its weights rounded to sdt
     if (!pq_rtn_group_params(w + c0, c1 - c0, j->s->bits, j->s->sym, j->sdt, &sc, &z)) return 0;
     int ng = pq_qtensor_ngroups(q);
     q->scales[(size_t)r * ng + g] = sc;
     if (q->zeros) q->zeros[(size_t)r * ng + g] = (uint8_t)((int)z + (1 << (j->s->bits - 1)));
     for (int c = c0; c < c1; c++) {
-        float code = pq_rtn_code(w[c], sc, z, j->s->bits);
+        float code = pq_rtn_code_dtype(rd(w[c], j->sdt), sc, z, j->s->bits, j->sdt);
         pq_qtensor_set_code(q, r, c, (int)code);
         double d = (double)w[c] - (double)(sc * (code - z)); // the spec: one fp32 multiply of s by (q - z)
         *e2 += d * d;
     }
     return 1;
 }
+
+// The FP8 scale of weights whose largest magnitude is amax: (amax / 448) in dt
+// (amax rounded to dt first; the double division rounded to f32, then to dt,
+// is the division in dt), 0 if it overflows dt.
+static float fp8_scale(float amax, pq_dtype dt) { return pq_rtn_stored_scale(rd(amax, dt) / FP8_MAX, dt); }
 
 // Row r of FP8: per-channel scale from the row (or the tensor's), codes.
 static int quant_fp8_row(job *j, int r, double *e2) {
@@ -75,13 +97,13 @@ static int quant_fp8_row(job *j, int r, double *e2) {
     if (!q->per_tensor) {
         float amax = 0;
         for (int c = 0; c < q->cols; c++) amax = fabsf(w[c]) > amax ? fabsf(w[c]) : amax;
-        sc = pq_rtn_stored_scale(amax / FP8_MAX, j->sdt);
+        sc = fp8_scale(amax, j->sdt);
         if (sc == 0) return 0;
         q->scales[r] = sc;
     }
     uint8_t *out = q->f8 + (size_t)r * q->cols;
     for (int c = 0; c < q->cols; c++) {
-        out[c] = pq_fp8_e4m3_encode(w[c] / sc);
+        out[c] = pq_fp8_e4m3_encode(rd(rd(w[c], j->sdt) / sc, j->sdt)); // saturating: the clamp to +-448
         double d = (double)w[c] - (double)(sc * pq_fp8_e4m3_decode(out[c]));
         *e2 += d * d;
     }
@@ -145,7 +167,7 @@ pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, 
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(!j.err2 || !j.norm2 || !j.bad, st, PQ_ERR_NOMEM, "%s: out of memory", name);
     if (q->per_tensor) {
-        j.tensor_scale = q->scales[0] = pq_rtn_stored_scale(amax / FP8_MAX, sdt);
+        j.tensor_scale = q->scales[0] = fp8_scale(amax, sdt);
         PQ_CHECK_GOTO(j.tensor_scale == 0, st, PQ_ERR_NUMERIC, "%s: the scale %g overflows %s", name,
                       amax / FP8_MAX, pq_dtype_name(sdt));
     }

@@ -384,6 +384,8 @@ static void test_damp_and_degenerate(pq_pool *pool) {
 
 // ---- (d) H = I gives RTN ------------------------------------------------------------
 
+// GPTQ with H = I: RTN's scales and zeros (pq_rtn_group_params at each group
+// start), each code RTN's f32 rounding of the weight (pq_rtn_code).
 static void test_identity_is_rtn(pq_pool *pool) {
     struct { int cols, group, bits, sym, act, stat; } cs[] = {
         {64, 32, 4, 1, 0, 0}, {172, 32, 4, 0, 1, 0}, {172, 64, 3, 1, 0, 1}, {100, 0, 2, 0, 1, 0}, {96, 32, 8, 1, 1, 1},
@@ -402,11 +404,22 @@ static void test_identity_is_rtn(pq_pool *pool) {
         pq_scheme s = {PQ_SCHEME_W4A16, p.bits, 0, p.group ? p.group : PQ_GROUP_CHANNEL, p.sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
         pq_qtensor q;
         pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", NULL, &q, NULL);
+        // RTN's scales and zeros; its codes recomputed in f32 from the unrounded
+        // weights, as GPTQ's f32 working copy is quantized (quant/rtn.h:
+        // pq_rtn_code; RTN itself divides in the scale dtype)
+        int ng = st == PQ_OK ? pq_qtensor_ngroups(&q) : 0, gs = p.group ? p.group : cols;
+        if (st == PQ_OK && q.packed) memset(q.packed, 0, (size_t)rows * pq_qpack_words_per_row(cols, p.bits) * 4);
+        for (int i = 0; i < rows && st == PQ_OK; i++)
+            for (int c = 0; c < cols; c++) {
+                size_t g = (size_t)i * ng + c / gs;
+                float z = q.zeros ? (float)((int)q.zeros[g] - (1 << (p.bits - 1))) : 0;
+                pq_qtensor_set_code(&q, i, c, (int)pq_rtn_code(w[(size_t)i * cols + c], q.scales[g], z, p.bits));
+            }
         size_t words = (size_t)rows * pq_qpack_words_per_row(cols, p.bits);
         int same = r.st == PQ_OK && st == PQ_OK && memcmp(r.q.packed, q.packed, words * 4) == 0 &&
                    memcmp(r.q.scales, q.scales, (size_t)q.nscales * sizeof(float)) == 0 &&
                    (p.sym || memcmp(r.q.zeros, q.zeros, (size_t)q.nscales) == 0);
-        PQ_CHECK(same, "H = I: GPTQ == RTN codes, scales and zeros (%d cols, group %d, %d-bit %s%s%s)", cols, p.group,
+        PQ_CHECK(same, "H = I: GPTQ == RTN scales and zeros, codes rounded in f32 (%d cols, group %d, %d-bit %s%s%s)", cols, p.group,
                  p.bits, p.sym ? "sym" : "asym", p.act_order ? ", act-order" : "", p.static_groups ? ", static" : "");
         if (st == PQ_OK) pq_qtensor_free(&q);
         free_run(&r);

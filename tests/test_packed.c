@@ -203,7 +203,7 @@ static void test_schemes(void) {
     }
 }
 
-// Copies dir src to dst with config.json's text edited (old -> new, first hit).
+// Copies dir src to dst with config.json's text edited (every old -> new).
 static void copy_edit_config(const char *src, const char *dst, const char *old, const char *new) {
     char cmd[2200], path[1024], *text;
     size_t len;
@@ -211,10 +211,13 @@ static void copy_edit_config(const char *src, const char *dst, const char *old, 
     if (system(cmd) != 0) return;
     snprintf(path, sizeof path, "%s/config.json", dst);
     if (pq_file_read(path, 1 << 20, &text, &len) != PQ_OK) return;
-    char *hit = strstr(text, old);
     FILE *f = fopen(path, "w");
-    if (hit) fprintf(f, "%.*s%s%s", (int)(hit - text), text, new, hit + strlen(old));
-    fclose(f);
+    for (char *at = text, *hit; f; at = hit + strlen(old)) { // every occurrence of old
+        hit = strstr(at, old);
+        fprintf(f, "%.*s%s", hit ? (int)(hit - at) : (int)strlen(at), at, hit ? new : "");
+        if (!hit) break;
+    }
+    if (f) fclose(f);
     free(text);
 }
 
@@ -348,6 +351,8 @@ static void test_reader(void) {
     expect_open_fails(bad, "quant_method \"gptq\"", "another quant_method");
     copy_edit_config(good, bad, "\"pack-quantized\"", "\"marlin-24\"");
     expect_open_fails(bad, "format \"marlin-24\"", "an unknown format");
+    copy_edit_config(good, bad, "        \"format\": \"pack-quantized\"", "        \"format\": \"int-quantized\"");
+    expect_open_fails(bad, "group_0.format differs", "a group's format other than the checkpoint's");
     // issue 10 item 14: zero points in a checkpoint whose config says
     // symmetric were ignored (one of the two is wrong: PPL 2608)
     copy_edit_config(good, bad, "\"symmetric\": false", "\"symmetric\": true");

@@ -65,12 +65,14 @@ static void test_asym_hand(void) {
     pq_qtensor q;
     PQ_CHECK(rtn_new(w, 1, 5, &s, PQ_DT_F16, "asym", NULL, &q, NULL) == PQ_OK && q.zeros,
              "int4 asym quantizes with zero points");
-    // codes rne(w) + z = -8 -5 -1 7 1 -> unsigned 0 3 7 15 9; zero 3
-    PQ_CHECK(q.packed[0] == 0x9F730u && q.zeros[0] == 3 && q.scales[0] == 1.0f,
-             "int4 asym: hand codes and zero point (word %08x zero %d scale %g)", q.packed[0], q.zeros[0],
-             q.scales[0]);
+    // codes rne(w + z) (compressed-tensors adds z before rounding: 4.5 - 5 =
+    // -0.5 and 5.5 - 5 = 0.5 both tie to 0) = -8 -5 0 7 0 -> unsigned 0 3 8 15
+    // 8; zero 3
+    PQ_CHECK(q.packed[0] == 0x8F830u && q.zeros[0] == 3 && q.scales[0] == 1.0f,
+             "int4 asym: hand codes and zero point, rounded after adding z (word %08x zero %d scale %g)",
+             q.packed[0], q.zeros[0], q.scales[0]);
     float *d = dequant(&q);
-    const float want[5] = {-3, 0, 4, 12, 6};
+    const float want[5] = {-3, 0, 5, 12, 5};
     PQ_CHECK(memcmp(d, want, sizeof want) == 0, "int4 asym: dequantized values");
     free(d);
     pq_qtensor_free(&q);
@@ -90,6 +92,7 @@ static void test_ragged(int group, int sym) {
     float *w = malloc((size_t)rows * cols * sizeof(float));
     pq_test_fill(w, (size_t)rows * cols, 0.05f);
     w[0] = 3.0f; // a large value in group 0 must not leak into the others
+    for (int i = 0; i < rows * cols; i++) w[i] = pq_round_to_dtype(w[i], PQ_DT_F16); // an F16 model's weights
     pq_scheme s = int_scheme(4, group, sym);
     pq_qtensor q;
     double err;
@@ -104,8 +107,9 @@ static void test_ragged(int group, int sym) {
             int c1 = (g + 1) * group < cols ? (g + 1) * group : cols;
             float lo = 0, hi = 0;
             for (int c = g * group; c < c1; c++) lo = fminf(lo, w[r * cols + c]), hi = fmaxf(hi, w[r * cols + c]);
-            double range = sym ? fmax(-lo, hi) / 7.5 : ((double)hi - lo) / 15;
-            float want = pq_round_to_dtype((float)range, PQ_DT_F16);
+            // each operation in F16 (test_dtype_rounding pins why)
+            float want = sym ? pq_round_to_dtype(fmaxf(-lo, hi) / 7.5f, PQ_DT_F16)
+                             : pq_round_to_dtype(pq_round_to_dtype(hi - lo, PQ_DT_F16) / 15, PQ_DT_F16);
             bad += q.scales[r * ng + g] != want;
         }
     PQ_CHECK(!bad, "cols 172 group %d %s: every group's scale from its own columns, rounded to F16 (%d wrong)",
@@ -126,6 +130,57 @@ static void test_ragged(int group, int sym) {
              err, e2 / n2);
     free(d);
     free(w);
+    pq_qtensor_free(&q);
+}
+
+// compressed-tensors' arithmetic in the model's dtype, pinned on values where
+// it differs from the same formulas in f32 (each found, and its result
+// computed, with torch on F16/BF16 tensors as compressed-tensors 0.19's
+// calculate_qparams and _quantize run them).
+static void test_dtype_rounding(void) {
+    float sc, z;
+    // sym: s = F16(1 / 7.5) = 0.13330078125; 0.60009765625 / s = 4.50183 in
+    // f32 (code 5), 4.5 in F16: the tie goes to the even 4
+    const float g1[2] = {1.0f, 0.60009765625f};
+    PQ_CHECK(pq_rtn_group_params(g1, 2, 4, 1, PQ_DT_F16, &sc, &z) && sc == 0.13330078125f && z == 0 &&
+                 pq_rtn_code_dtype(g1[1], sc, z, 4, PQ_DT_F16) == 4 && pq_rtn_code(g1[1], sc, z, 4) == 5,
+             "F16 sym: w / s = 4.5018 rounds to 4.5 in F16 and ties to even 4 (f32: 5); scale %.11g", sc);
+    // 0.05999755859375 / F16(0.300048828125 / 7.5) = 1.49962 in f32 (code 1),
+    // 1.5 in F16: ties to even 2
+    const float g2[2] = {0.300048828125f, 0.05999755859375f};
+    PQ_CHECK(pq_rtn_group_params(g2, 2, 4, 1, PQ_DT_F16, &sc, &z) && sc == 0.040008544921875f &&
+                 pq_rtn_code_dtype(g2[1], sc, z, 4, PQ_DT_F16) == 2 && pq_rtn_code(g2[1], sc, z, 4) == 1,
+             "F16 sym: w / s = 1.4996 rounds up to 1.5 in F16 and ties to 2 (f32: 1); scale %.11g", sc);
+    // asym: hi - lo = 1.00037 is 1 in F16, s = F16(1 / 15) = 0.066650390625
+    // (in f64 then rounded: 0.06671142578125)
+    const float g3[3] = {-0.000370025634765625f, 1.0f, 0.31005859375f};
+    PQ_CHECK(pq_rtn_group_params(g3, 3, 4, 0, PQ_DT_F16, &sc, &z) && sc == 0.066650390625f && z == -8 &&
+                 pq_rtn_code_dtype(g3[2], sc, z, 4, PQ_DT_F16) == -3,
+             "F16 asym: hi - lo rounded to F16 before / 15: scale %.11g (0.066650390625), zero %g, code -3", sc, z);
+    // asym zero point: -8 - lo / s = -6.50165 in f32 (z = -7), -6.5 in F16: z = -6
+    const float g4[2] = {-0.11102294921875f, 1.0f};
+    PQ_CHECK(pq_rtn_group_params(g4, 2, 4, 0, PQ_DT_F16, &sc, &z) && sc == 0.0740966796875f && z == -6,
+             "F16 asym: -8 - lo / s = -6.5 in F16, zero point ties to even -6 (f32: -7): scale %.11g zero %g", sc, z);
+    // BF16: hi - lo = 1.00406 is 1.0078125 in BF16, s = BF16(1.0078125 / 15)
+    const float g5[3] = {-0.004058837890625f, 1.0f, 0.310546875f};
+    PQ_CHECK(pq_rtn_group_params(g5, 3, 4, 0, PQ_DT_BF16, &sc, &z) && sc == 0.0673828125f && z == -8 &&
+                 pq_rtn_code_dtype(g5[2], sc, z, 4, PQ_DT_BF16) == -3,
+             "BF16 asym: scale %.11g (0.0673828125; f64 then rounded: 0.06689453125), zero %g", sc, z);
+    // a zero group: scale eps of the dtype, zero point 0
+    const float g6[4] = {0, 0, 0, 0};
+    PQ_CHECK(pq_rtn_group_params(g6, 4, 4, 0, PQ_DT_F16, &sc, &z) && sc == 0x1p-10f && z == 0,
+             "F16 asym zero group: scale F16 eps 2^-10, zero 0 (%g %g)", sc, z);
+    // FP8: s = F16(1 / 448) = 0.002231597900390625; 0.0026493072509765625 / s
+    // = 1.18718 in f32 (E4M3 0x39 = 1.125), 1.1875 in F16: the E4M3 tie goes to
+    // the even 0x3a = 1.25
+    const float f[2] = {1.0f, 0.0026493072509765625f};
+    pq_scheme s8;
+    pq_qtensor q;
+    pq_scheme_make("fp8", PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &s8);
+    PQ_CHECK(rtn_new(f, 1, 2, &s8, PQ_DT_F16, "fp8 tie", NULL, &q, NULL) == PQ_OK &&
+                 q.scales[0] == 0.002231597900390625f && q.f8[0] == 0x7e && q.f8[1] == 0x3a,
+             "F16 FP8: w / s = 1.18718 rounds to 1.1875 in F16, E4M3 ties to even 0x3a (f32: 0x39): %02x",
+             q.f8[1]);
     pq_qtensor_free(&q);
 }
 
@@ -303,6 +358,7 @@ int main(void) {
         test_ragged(g, 1);
         test_ragged(g, 0);
     }
+    test_dtype_rounding();
     test_nonfinite();
     test_fp8();
     test_determinism();
