@@ -12,6 +12,7 @@
 #include "common/sys.h"
 #include "formats/fileio.h"
 #include "formats/gguf_write.h"
+#include "kernels/ggml_dequant.h"
 #include "kernels/ggml_quant.h"
 
 #define CHUNK_ROWS 64
@@ -286,6 +287,21 @@ pq_status pq_gguf_out_put_vector(pq_gguf_out *g, const char *hf_name, const floa
             return put_f32(g, &g->t[i], v);
         }
     return PQ_FAIL(PQ_ERR_ARG, "%s: not a vector of the GGUF file", hf_name);
+}
+
+pq_status pq_gguf_out_read_linear(pq_gguf_out *g, int layer, pq_linear_slot slot, float *out) {
+    const ptensor *e = find_linear(g, layer, slot);
+    size_t rb = row_bytes(e), n = (size_t)e->rows * rb;
+    uint8_t *b = pq_alloc(n);
+    PQ_FAIL_IF(!b, PQ_ERR_NOMEM, "out of memory for %s", e->name);
+    pq_status s = pq_gguf_writer_read(g->w, e->name, b, n);
+    int64_t hd = g->p.m->cfg.head_dim;
+    for (int64_t r = 0; s == PQ_OK && r < e->rows; r++) {
+        int64_t hr = e->permute ? (r / hd) * hd + pq_gguf_hf_row(r % hd, hd) : r;
+        pq_ggml_dequant_ref(e->type, b + (size_t)r * rb, out + (size_t)hr * e->cols, e->cols);
+    }
+    pq_free(b);
+    return s;
 }
 
 pq_status pq_gguf_out_sync(pq_gguf_out *g) { return pq_gguf_writer_sync(g->w); }

@@ -71,6 +71,11 @@ pq_status pq_gguf_out_put_linear(pq_gguf_out *g, int layer, pq_linear_slot slot,
 // (a norm or bias of a decoder layer) from n f32 values.
 pq_status pq_gguf_out_put_vector(pq_gguf_out *g, const char *hf_name, const float *v, int n);
 
+// Resume: linear `slot` of layer `layer` as the temporary file holds it,
+// dequantized exactly (kernels/ggml_dequant.h) into out [rows][cols] in
+// Hugging Face row order.
+pq_status pq_gguf_out_read_linear(pq_gguf_out *g, int layer, pq_linear_slot slot, float *out);
+
 pq_status pq_gguf_out_sync(pq_gguf_out *g);
 pq_status pq_gguf_out_commit(pq_gguf_out *g, pq_gguf_out_stats *stats);
 // The temporary file (messages).

@@ -349,6 +349,22 @@ pq_status pq_gguf_writer_put(pq_gguf_writer *w, const char *name, const void *da
     return PQ_OK;
 }
 
+pq_status pq_gguf_writer_read(pq_gguf_writer *w, const char *name, void *data, size_t nbytes) {
+    PQ_FAIL_IF(!w || w->state != WRITING, PQ_ERR_ARG, "pq_gguf_writer_read: no open temporary file");
+    wtensor *t = find(w, name);
+    PQ_FAIL_IF(!t || nbytes != t->nbytes, PQ_ERR_ARG, "%s: tensor '%.200s' is not %zu bytes", w->final_path,
+               name ? name : "", nbytes);
+    uint64_t off = w->header.n + t->offset;
+    for (size_t done = 0; done < nbytes;) {
+        ssize_t r = pread(w->fd, (uint8_t *)data + done, nbytes - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        PQ_FAIL_IF(r <= 0, PQ_ERR_IO, "%s: cannot read tensor '%.200s' back: %s", w->tmp_path, name,
+                   r < 0 ? strerror(errno) : "the file ends before it");
+        done += (size_t)r;
+    }
+    return PQ_OK;
+}
+
 pq_status pq_gguf_writer_sync(pq_gguf_writer *w) {
     PQ_FAIL_IF(!w || w->state != WRITING, PQ_ERR_ARG, "pq_gguf_writer_sync: no open temporary file");
     PQ_FAIL_IF(fsync(w->fd) != 0, PQ_ERR_IO, "%s: fsync failed: %s", w->tmp_path, strerror(errno));

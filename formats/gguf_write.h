@@ -67,6 +67,9 @@ pq_status pq_gguf_writer_begin(pq_gguf_writer *w);
 pq_status pq_gguf_writer_resume(pq_gguf_writer *w);
 // Writes tensor `name`'s nbytes (exactly its size) at its offset.
 pq_status pq_gguf_writer_put(pq_gguf_writer *w, const char *name, const void *data, size_t nbytes);
+// Reads tensor `name`'s nbytes (exactly its size) back from the temporary
+// file (a resumed run's finished tensors). PQ_ERR_IO naming the file.
+pq_status pq_gguf_writer_read(pq_gguf_writer *w, const char *name, void *data, size_t nbytes);
 // fsyncs the temporary file (before a journal records progress).
 pq_status pq_gguf_writer_sync(pq_gguf_writer *w);
 pq_status pq_gguf_writer_commit(pq_gguf_writer *w);

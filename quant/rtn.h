@@ -18,6 +18,9 @@
 // gives exactly the values this quantizer chose. w / s is one correctly
 // rounded fp32 division; rne is rintf in the default rounding mode. The
 // result does not depend on the thread count.
+//
+// A GGUF scheme (formats/scheme.h) is quantized with ggml's own round to
+// nearest instead (quant/ggml_grid.h: the blocks llama-quantize writes).
 #ifndef PQ_RTN_H
 #define PQ_RTN_H
 

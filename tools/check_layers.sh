@@ -3,7 +3,7 @@
 # library and the CLI points down the layers of docs/ARCHITECTURE.md:
 #   common < kernels < formats (with formats/tokenizer) < eval < calib < quant < tools
 # and, inside quant/, down its own order:
-#   the algorithms (linalg, rtn, gptq, awq, smoothquant, fold, smooth, scales)
+#   the algorithms (linalg, rtn, gptq, awq, smoothquant, fold, smooth, scales, ggml_grid)
 #   < the stage's types (quantize.h)
 #   < the method table (method.h, smooth_method, method_*)
 #   < the run's parts (journal, checkpoint, request)
@@ -32,7 +32,7 @@ function layer(path,   d) {
 }
 function quant_rank(path,   b) {
     b = path; sub(/.*\//, "", b); sub(/\.[a-z]+$/, "", b)
-    if (b ~ /^(linalg|rtn|gptq|awq|smoothquant|fold|smooth|scales)$/) return 0
+    if (b ~ /^(linalg|rtn|gptq|awq|smoothquant|fold|smooth|scales|ggml_grid)$/) return 0
     if (b == "quantize") return 1
     if (b ~ /^(method|smooth_method|method_.*)$/) return 2
     if (b ~ /^(journal|checkpoint|request)$/) return 3
