@@ -42,7 +42,7 @@ pq_export_params pq_export_default_params(void);
 
 typedef struct {
     char type[8];               // "q4_0"
-    char source[96];            // "dense F16", "w4a16 g32 sym (pack-quantized)", "GGUF"
+    char source[128];           // "dense F16", "w4a16 g32 sym (pack-quantized)", "GGUF"
     int tensors;
     int linears;                // decoder-layer linears
     int exact;                  // of them written code for code from a packed source

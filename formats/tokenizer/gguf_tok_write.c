@@ -274,7 +274,7 @@ static pq_status write_all(tok_out *t, pq_gguf_writer *w, const pq_config *cfg, 
         if (ids[i] >= 0) PQ_TRY(pq_gguf_writer_kv_u32(w, id_keys[i], (uint32_t)ids[i]));
     PQ_TRY(pq_gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos));
     PQ_TRY(pq_gguf_writer_kv_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos));
-    if (t->spm) PQ_TRY(pq_gguf_writer_kv_bool(w, "tokenizer.ggml.add_space_prefix", t->add_space_prefix));
+    PQ_TRY(pq_gguf_writer_kv_bool(w, "tokenizer.ggml.add_space_prefix", t->spm && t->add_space_prefix));
     if (!chat_template) chat_template = str_of(t->cj, "chat_template");
     if (chat_template)
         PQ_TRY(pq_gguf_writer_kv_str(w, "tokenizer.chat_template", chat_template, strlen(chat_template)));
