@@ -36,8 +36,12 @@ int main_export(int argc, char **argv) {
                        sizeof flags / sizeof flags[0], 1, pos, NULL};
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!to || strcmp(to, "gguf") != 0) {
-        fprintf(stderr, "pq export: --to %s: pq exports to gguf (see pq export --help)\n", to ? to : "is required;");
+    if (!to) {
+        fprintf(stderr, "pq export: --to FMT is required: pq exports to gguf (see pq export --help)\n");
+        return 2;
+    }
+    if (strcmp(to, "gguf") != 0) {
+        fprintf(stderr, "pq export: --to %s: pq exports to gguf only (see pq export --help)\n", to);
         return 2;
     }
     if (!p.out) {

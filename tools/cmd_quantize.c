@@ -59,7 +59,7 @@ int main_quantize(int argc, char **argv) {
     rc = print_result(&a.q, &r, a.json);
     if (r.n_gguf_fallback)
         fprintf(stderr, "pq quantize: note: %d linears are stored in llama.cpp's fallback type (--fallback: their rows "
-                "are not whole blocks of %s)\n", r.n_gguf_fallback, r.scheme);
+                "are not whole blocks of %s)\n", r.n_gguf_fallback, a.q.scheme.name);
     if (r.n_ragged)
         fprintf(stderr, "pq quantize: note: %d linears have in_features that are not a multiple of the group (a "
                 "shorter last group): pq runs them, but compressed-tensors' decompression and vLLM's kernels "
