@@ -10,11 +10,12 @@
 #     Q4_K / Q5_0 grids);
 # each scored by llama.cpp's llama-perplexity and by pq ppl FILE.gguf on the
 # first $ORACLE_WINDOWS (20) windows of 512 tokens of wiki.test.raw; the two
-# must agree within 1%. They are not equal: llama.cpp rounds the
-# activations to 8 bits (Q8_0 / Q8_1 / Q8_K) before each quantized matmul
-# and pq does not; on SmolLM2 at 4 windows that moves the PPL by 0.2%
-# (Q4_0: 27.127 vs 27.082, docs/GGUF.md), so 1% is five times the effect
-# and well under the gap between two 4-bit types.
+# must agree within 1% (the bound). They are not equal: llama.cpp
+# rounds the activations to 8 bits (Q8_0 / Q8_1 / Q8_K) before each
+# quantized matmul and pq does not. Measured by hand on 8 windows
+# (docs/PERFORMANCE.md; F16 and Q4_0 on 4): F16 0.01%, Q4_0 0.17%, Q4_K RTN 0.53%, AWQ 0.27%,
+# GPTQ 1.02% -- so the GPTQ check sits at the bound, an open question this
+# test is meant to keep visible rather than hide with a wider tolerance.
 # The gguf package (tests/cli/venv_gguf.sh) reads the F16 file back: every
 # tensor equal to the F16 checkpoint's (q/k rows in llama.cpp's order).
 set -u
