@@ -67,6 +67,24 @@ static pq_status hf_name(const char *file, const char *name, int n_layers, char 
     return PQ_FAIL(PQ_ERR_FORMAT, "%s: tensor '%.200s' is not one pq knows for this architecture", file, name);
 }
 
+pq_status pq_gguf_name_from_hf(const char *hf, int n_layers, char *out, size_t cap, int *permute) {
+    *permute = 0;
+    for (size_t i = 0; i < sizeof GLOBAL_NAMES / sizeof GLOBAL_NAMES[0]; i++)
+        if (strcmp(hf, GLOBAL_NAMES[i].hf) == 0) {
+            snprintf(out, cap, "%s", GLOBAL_NAMES[i].gguf);
+            return PQ_OK;
+        }
+    int layer = -1, n = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &n) == 1 && n > 0 && layer >= 0 && layer < n_layers)
+        for (size_t i = 0; i < sizeof LAYER_NAMES / sizeof LAYER_NAMES[0]; i++)
+            if (strcmp(hf + n, LAYER_NAMES[i].hf) == 0) {
+                snprintf(out, cap, "blk.%d.%s", layer, LAYER_NAMES[i].gguf);
+                *permute = LAYER_NAMES[i].permute;
+                return PQ_OK;
+            }
+    return PQ_FAIL(PQ_ERR_FORMAT, "tensor '%.200s' has no GGUF name (pq writes the llama and qwen2 tensors)", hf);
+}
+
 static pq_status own(pq_gguf_hf *hf, size_t bytes, void **out) {
     void **p = realloc(hf->owned, (size_t)(hf->n_owned + 1) * sizeof *p);
     PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "out of memory");

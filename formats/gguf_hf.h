@@ -49,6 +49,12 @@ pq_status pq_gguf_tokenizer_json(const pq_gguf *g, char **tokenizer, char **toke
 // or BF16 when all of them are stored so, F32 otherwise.
 pq_dtype pq_gguf_matrix_dtype(const pq_gguf *g);
 
+// The GGUF name of Hugging Face tensor `hf` of a model of n_layers blocks
+// (the inverse of the view's names) into out; *permute is 1 for q_proj, 2
+// for k_proj (weights and biases: llama.cpp permutes their rows for llama
+// models), else 0. A tensor without a GGUF name is PQ_ERR_FORMAT naming it.
+pq_status pq_gguf_name_from_hf(const char *hf, int n_layers, char *out, size_t cap, int *permute);
+
 typedef struct pq_gguf_hf pq_gguf_hf;
 
 // Opens path (a GGUF file) and builds the whole view: side files, tensor

@@ -4,15 +4,30 @@
 
 #include "common/half.h"
 #include "common/sys.h"
+#include "kernels/ggml_blocks.h"
 
 int pq_qtensor_ngroups(const pq_qtensor *q) {
     return q->fmt == PQ_W_QPACK ? pq_qpack_ngroups(q->cols, q->group) : 1;
 }
 
+size_t pq_qtensor_row_bytes(const pq_qtensor *q) {
+    const pq_ggml_type_info *ti = pq_ggml_type_get((uint32_t)q->ggml);
+    return (size_t)(q->cols / ti->block) * (size_t)ti->bytes;
+}
+
 pq_status pq_qtensor_alloc(pq_qtensor *q, int asym) {
     size_t n = (size_t)q->rows * q->cols;
     q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL, q->g_idx = NULL;
+    q->blocks = NULL, q->dense = NULL;
     int ok = 1;
+    if (q->is_ggml) {
+        q->nscales = 0;
+        q->blocks = pq_calloc((size_t)q->rows * pq_qtensor_row_bytes(q));
+        q->dense = pq_calloc(n * sizeof(float));
+        if (q->blocks && q->dense) return PQ_OK;
+        pq_qtensor_free(q);
+        return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for a %d x %d GGUF matrix", q->rows, q->cols);
+    }
     switch (q->fmt) {
     case PQ_W_QPACK: {
         size_t ng = (size_t)pq_qtensor_ngroups(q);
@@ -45,6 +60,11 @@ pq_status pq_qtensor_init(pq_qtensor *q, const pq_scheme *s, int rows, int cols,
                       .group = s->group > 0 && s->group < cols ? s->group : cols,
                       .per_tensor = s->group == PQ_GROUP_TENSOR, .scale_dtype = scale_dtype};
     PQ_FAIL_IF(rows <= 0 || cols <= 0, PQ_ERR_ARG, "a quantized matrix of shape [%d, %d]", rows, cols);
+    if (pq_scheme_ggml_type(s) >= 0) {
+        q->fmt = PQ_W_DENSE;
+        q->is_ggml = 1;
+        q->ggml = pq_scheme_ggml_type_for(s, cols);
+    }
     return pq_qtensor_alloc(q, q->fmt == PQ_W_QPACK && !s->sym);
 }
 
@@ -56,7 +76,10 @@ void pq_qtensor_free(pq_qtensor *q) {
     pq_free(q->f8);
     pq_free(q->scales);
     pq_free(q->g_idx);
+    pq_free(q->blocks);
+    pq_free(q->dense);
     q->packed = NULL, q->zeros = NULL, q->i8 = NULL, q->f8 = NULL, q->scales = NULL, q->g_idx = NULL;
+    q->blocks = NULL, q->dense = NULL;
 }
 
 void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code) {
@@ -77,7 +100,10 @@ pq_linear pq_qtensor_linear(const pq_qtensor *q) {
         break;
     case PQ_W_INT8: L.i8 = (pq_int8_weight){q->rows, q->cols, q->i8, q->scales}; break;
     case PQ_W_FP8: L.f8 = (pq_fp8_weight){q->rows, q->cols, q->f8, q->scales, !q->per_tensor}; break;
-    case PQ_W_DENSE: break;
+    case PQ_W_DENSE: // a ggml matrix: its exact values
+        L.dense_type = PQ_DENSE_F32;
+        L.w = q->dense;
+        break;
     }
     return L;
 }

@@ -7,6 +7,11 @@
 //               [rows][ngroups] unsigned (the signed zero point + 2^(bits-1))
 //   PQ_W_INT8   i8 [rows][cols], scales [rows]
 //   PQ_W_FP8    f8 [rows][cols] E4M3 bytes, scales [rows] or [1] (per tensor)
+//   ggml        a GGUF scheme's matrix (formats/scheme.h): blocks [rows][row
+//               bytes] of type ggml (the scheme's, or llama.cpp's fallback
+//               for its cols), and dense [rows][cols], the f32 values the
+//               blocks dequantize to exactly (kernels/ggml_dequant.h), which
+//               the view runs as a dense F32 linear; fmt is PQ_W_DENSE
 // Every scale is an f32 that is exactly representable in scale_dtype (the
 // dtype it is stored in), so what the file holds dequantizes to the values
 // the quantizer chose, bit for bit.
@@ -36,7 +41,14 @@ typedef struct {
                            // (allocated by whoever sets it with pq_alloc, freed by pq_qtensor_free)
     float input_scale;     // PQ_W_INT8 / PQ_W_FP8 of a static activation scheme: the calibrated
                            // activation scale (exact in scale_dtype), else 0
+    int is_ggml;           // a GGUF scheme's matrix: ggml, blocks, dense below
+    int ggml;              // its pq_ggml_type (kernels/ggml_blocks.h)
+    uint8_t *blocks;
+    float *dense;
 } pq_qtensor;
+
+// Bytes of one row of a ggml matrix's blocks.
+size_t pq_qtensor_row_bytes(const pq_qtensor *q);
 
 // Allocates the arrays for the given shape and format (fields above set by
 // the caller first: fmt, rows, cols, bits, group, per_tensor, scale_dtype;
@@ -47,8 +59,9 @@ pq_status pq_qtensor_alloc(pq_qtensor *q, int asym);
 // A zeroed q for a [rows x cols] matrix quantized with scheme s, scales
 // stored as scale_dtype: the format, bits, group (s->group when it is > 0
 // and < cols, else one group per row) and per-tensor scale of s, zero
-// points when s is asymmetric; no g_idx. A shape that is not positive is
-// PQ_ERR_ARG; otherwise as pq_qtensor_alloc.
+// points when s is asymmetric; no g_idx. A GGUF scheme's q is a ggml
+// matrix of the type pq_scheme_ggml_type_for gives cols. A shape that is
+// not positive is PQ_ERR_ARG; otherwise as pq_qtensor_alloc.
 pq_status pq_qtensor_init(pq_qtensor *q, const pq_scheme *s, int rows, int cols, pq_dtype scale_dtype);
 void pq_qtensor_free(pq_qtensor *q); // frees the arrays (NULL-safe), keeps the shape
 

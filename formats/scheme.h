@@ -17,6 +17,14 @@
 //                 or per tensor scale             tensor, calibrated (with
 //                                                 --fp8-scale tensor:
 //                                                 llm-compressor's FP8 preset)
+//   gguf-q4_0     ggml Q4_0 blocks of 32         FP16 (weight only)       a GGUF file (formats/gguf_export.h)
+//   gguf-q4_1     ggml Q4_1 blocks of 32
+//   gguf-q8_0     ggml Q8_0 blocks of 32
+//   gguf-q4_k     ggml Q4_K super-blocks of 256
+// The GGUF schemes quantize onto llama.cpp's grids (kernels/ggml_quant.h);
+// their group, symmetry and bits are the type's and take no flags. A
+// linear whose rows are not whole blocks of the type is refused unless
+// gguf_fallback (llama.cpp's fallback type: Q4_K -> Q5_0, else F16).
 // w8a8 takes static per-tensor INT8 activations instead of dynamic per-token
 // ones with pq_scheme_static_act (`--act-scale static`). A static scheme's
 // activation scales come from calibration (quant/smooth.h): each quantized
@@ -33,7 +41,8 @@
 #include "kernels/linear.h"
 
 typedef enum { PQ_SCHEME_W4A16, PQ_SCHEME_W8A16, PQ_SCHEME_W8A8, PQ_SCHEME_FP8, PQ_SCHEME_FP8_DYNAMIC,
-               PQ_SCHEME_FP8_STATIC, PQ_SCHEME_COUNT } pq_scheme_id;
+               PQ_SCHEME_FP8_STATIC, PQ_SCHEME_GGUF_Q4_0, PQ_SCHEME_GGUF_Q4_1, PQ_SCHEME_GGUF_Q8_0,
+               PQ_SCHEME_GGUF_Q4_K, PQ_SCHEME_COUNT } pq_scheme_id;
 
 // How a scheme quantizes activations at run time: dynamic per token, or with
 // one static (calibrated) scale per tensor.
@@ -59,6 +68,7 @@ typedef struct {
     int sym;           // 1 symmetric (no zero point), 0 asymmetric
     pq_act_quant act;
     pq_actorder actorder; // grouped pack-quantized weights only
+    int gguf_fallback;    // GGUF schemes: linears whose rows are not whole blocks take llama.cpp's fallback type
 } pq_scheme;
 
 // "w4a16", ... (NULL-free: "?" for a bad id).
@@ -80,9 +90,18 @@ pq_status pq_scheme_static_act(pq_scheme *s);
 // Whether the activations are quantized with a static (calibrated) scale.
 int pq_scheme_act_static(const pq_scheme *s);
 
+// The ggml type of a GGUF scheme (-1 for the others).
+int pq_scheme_ggml_type(const pq_scheme *s);
+// The ggml type a GGUF scheme gives a linear whose rows hold cols values:
+// its own, or llama.cpp's fallback (Q4_K -> Q5_0, F16) when its block does
+// not divide cols.
+int pq_scheme_ggml_type_for(const pq_scheme *s, int cols);
+
 // How the weights are stored and run: PQ_W_FP8 for the fp8 schemes,
 // PQ_W_INT8 (one int8 per weight, compressed-tensors int-quantized) for
-// w8a8, PQ_W_QPACK (pack-quantized) for the weight-only integer schemes.
+// w8a8, PQ_W_QPACK (pack-quantized) for the weight-only integer schemes
+// (the GGUF ones too: their quantizers hand over ggml blocks instead,
+// formats/qtensor.h).
 pq_wformat pq_scheme_wformat(const pq_scheme *s);
 
 // "w4a16 g128 sym", "fp8 channel sym", "w4a16 g32 sym 3-bit", "w8a8 channel

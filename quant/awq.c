@@ -6,6 +6,8 @@
 
 #include "common/sys.h"
 #include "kernels/blas.h"
+#include "kernels/ggml_blocks.h"
+#include "quant/ggml_grid.h"
 #include "quant/rtn.h"
 
 #define CLIP_ROWS 64
@@ -41,7 +43,13 @@ pq_status pq_awq_search_scale(const float *xmean, int n, int grid, pq_awq_loss_f
     return PQ_OK;
 }
 
-static int group_len(const pq_scheme *s, int cols) { return s->group > 0 && s->group < cols ? s->group : cols; }
+// A GGUF scheme's groups are the blocks of the matrix's type (the whole row
+// for llama.cpp's F16 fallback, which needs no clipping).
+static int group_len(const pq_scheme *s, int cols) {
+    int t = pq_scheme_ggml_type_for(s, cols);
+    if (t >= 0) return t == PQ_GGML_F16 ? cols : pq_ggml_grid_block(t);
+    return s->group > 0 && s->group < cols ? s->group : cols;
+}
 
 int pq_awq_ngroups(const pq_scheme *s, int cols) {
     int len = group_len(s, cols);
@@ -60,6 +68,7 @@ void pq_awq_clip_apply(float *w, int rows, int cols, const pq_scheme *s, const f
 typedef struct {
     const float *w, *x;
     int rows, cols, T, len, ng, ncand, clip_grid;
+    int ggml;              // a GGUF scheme: the matrix's ggml type, else -1
     const pq_scheme *s;
     pq_dtype sdt;
     float *clip;
@@ -88,6 +97,12 @@ static void clip_chunk(void *ctx, int ci, int tid) {
                 const float *w = j->w + (size_t)(r0 + r) * j->cols + c0;
                 float m = (float)(org[r] * (1.0 - (double)i / j->clip_grid)), sc, z;
                 for (int c = 0; c < n; c++) wc[c] = w[c] > m ? m : w[c] < -m ? -m : w[c];
+                if (j->ggml >= 0) { // a GGUF scheme: ggml's RTN of the clamped block
+                    usable[r] = 1;
+                    pq_ggml_fake_quant(j->ggml, wc, n, D + (size_t)r * n);
+                    for (int c = 0; c < n; c++) D[(size_t)r * n + c] -= w[c];
+                    continue;
+                }
                 usable[r] = pq_rtn_group_params(wc, n, j->s->bits, j->s->sym, j->sdt, &sc, &z);
                 for (int c = 0; c < n && usable[r]; c++) { // the code RTN will store for the clipped weight
                     float code = pq_rtn_code_dtype(pq_round_to_dtype(wc[c], j->sdt), sc, z, j->s->bits, j->sdt);
@@ -117,8 +132,8 @@ static void clip_chunk(void *ctx, int ci, int tid) {
 pq_status pq_awq_search_clip(const float *w, int rows, int cols, const pq_scheme *s, pq_dtype scale_dtype,
                              const float *x, int T, int clip_grid, double max_shrink, pq_pool *pool, float *clip,
                              double *err, double *err0) {
-    clip_job j = {w, x, rows, cols, T, group_len(s, cols), pq_awq_ngroups(s, cols), 0, clip_grid, s, scale_dtype,
-                  clip, NULL, NULL, NULL};
+    clip_job j = {w, x, rows, cols, T, group_len(s, cols), pq_awq_ngroups(s, cols), 0, clip_grid,
+                  pq_scheme_ggml_type_for(s, cols), s, scale_dtype, clip, NULL, NULL, NULL};
     j.ncand = (int)(clip_grid * max_shrink);
     if (j.ncand < 1) j.ncand = 1;
     size_t per = (size_t)CLIP_ROWS * j.len + (size_t)T * CLIP_ROWS + j.len, cells = (size_t)rows * j.ng;

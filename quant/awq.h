@@ -26,7 +26,10 @@
 // clipping, is a candidate, so clipping never increases that error). The
 // reference subsamples the tokens to at most 512 (every k-th); so does the
 // caller here. Like the reference, q_proj and k_proj are not clipped (their
-// outputs meet in q k^T, which the per-row error does not see).
+// outputs meet in q k^T, which the per-row error does not see). For a GGUF
+// scheme the groups are the blocks of the matrix's ggml type (32 values; a
+// whole Q4_K super-block of 256), each candidate quantized with ggml's own
+// RTN (quant/ggml_grid.h).
 #ifndef PQ_AWQ_H
 #define PQ_AWQ_H
 

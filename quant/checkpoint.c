@@ -14,6 +14,7 @@
 #include "common/version.h"
 #include "formats/fileio.h"
 #include "formats/gguf_hf.h"
+#include "eval/gguf_out.h"
 #include "formats/packed.h"
 #include "quant/fold.h"
 
@@ -35,7 +36,93 @@ struct pq_ckpt {
     pq_st *tmp_st;             // resume: model.safetensors.tmp read back
     pq_packed_info tmp_info;
     pq_packed_info plan;       // with mix: its config groups and ignore list (quantization_config, resume)
+    pq_gguf_out *gguf;         // a GGUF scheme: the .gguf file instead of the directory's files
+    char gguf_path[PATH_CAP];
 };
+
+// ---- a GGUF scheme's output: one .gguf file (eval/gguf_out.h) -----------------------
+
+static pq_status gguf_begin(pq_ckpt *c, const char *dir, int resume) {
+    const pq_ckpt_params *p = &c->p;
+    const char *base = strrchr(p->q->out, '/');
+    PQ_TRY(pq_path_join(c->gguf_path, sizeof c->gguf_path, dir, base ? base + 1 : p->q->out));
+    char desc[64], calib[96];
+    pq_scheme_describe(p->scheme, desc, sizeof desc);
+    const char *meta[16] = {"pq.version", PQ_VERSION, "pq.method", p->method, "pq.scheme", desc, "pq.source",
+                            p->q->model, "pq.source_sha256", p->source_sha256};
+    int n = 5;
+    if (p->calib) {
+        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, calib, sizeof calib);
+        meta[2 * n] = "pq.calibration_sha256", meta[2 * n + 1] = p->calib->sha256, n++;
+        meta[2 * n] = "pq.calibration", meta[2 * n + 1] = calib, n++;
+    }
+    pq_gguf_out_params gp = {.m = p->m, .source = p->q->model, .path = c->gguf_path,
+                             .target = (pq_ggml_type)pq_scheme_ggml_type(p->scheme),
+                             .fallback = p->scheme->gguf_fallback, .defer_vectors = p->folds, .resume = resume,
+                             .meta = meta, .n_meta = n};
+    return pq_gguf_out_begin(&gp, &c->gguf);
+}
+
+// The per-layer norms and biases of a method that folds: the folded ones
+// from b, the others as the source has them.
+static pq_status gguf_put_vectors(pq_ckpt *c, int layer, const pq_block_out *b) {
+    const pq_layer *L = &c->p.m->layers[layer];
+    char name[320], target[320];
+    const float *src[2 + PQ_NLINEAR] = {L->attn_norm, L->mlp_norm};
+    for (int s = 0; s < PQ_NLINEAR; s++) src[2 + s] = L->bias[s];
+    for (int i = 0; i < 2 + PQ_NLINEAR; i++) {
+        if (!src[i]) continue;
+        if (i < 2) snprintf(name, sizeof name, "model.layers.%d.%s.weight", layer,
+                            i ? "post_attention_layernorm" : "input_layernorm");
+        else snprintf(name, sizeof name, "model.layers.%d.%s.bias", layer, pq_linear_slot_name((pq_linear_slot)(i - 2)));
+        const float *v = src[i];
+        int n = i < 2 ? c->p.m->cfg.hidden : L->lin[i - 2].rows;
+        for (int g = 0; g < PQ_NGROUPS; g++) {
+            if (!b->folded[g]) continue;
+            pq_fold_target(layer, g, target, sizeof target);
+            if (strcmp(target, name) == 0) v = b->folded[g];
+        }
+        PQ_TRY(pq_gguf_out_put_vector(c->gguf, name, v, n));
+    }
+    return PQ_OK;
+}
+
+static pq_status gguf_put_block(pq_ckpt *c, int layer, const pq_block_out *b) {
+    for (int k = 0; k < PQ_NLINEAR; k++) {
+        const pq_qtensor *q = b->q[k];
+        PQ_FAIL_IF(!q->is_ggml || q->ggml != (int)pq_gguf_out_linear_type(c->gguf, layer, (pq_linear_slot)k, NULL),
+                   PQ_ERR_ARG, "model.layers.%d.%s: not the GGUF type the file plans for it", layer,
+                   pq_linear_slot_name((pq_linear_slot)k));
+        PQ_TRY(pq_gguf_out_put_linear(c->gguf, layer, (pq_linear_slot)k, q->blocks));
+    }
+    return c->p.folds ? gguf_put_vectors(c, layer, b) : PQ_OK;
+}
+
+// Resume: a finished block's linears read back from the temporary file, exact.
+static pq_status gguf_load_block(pq_ckpt *c, int layer, int folded, pq_layer *L, pq_ckpt_loaded *own) {
+    PQ_FAIL_IF(folded, PQ_ERR_ARG, "a GGUF output does not read folded vectors back");
+    for (int s = 0; s < PQ_NLINEAR; s++) {
+        pq_linear *lin = &L->lin[s];
+        float *w = pq_alloc((size_t)lin->rows * lin->cols * sizeof(float));
+        PQ_FAIL_IF(!w, PQ_ERR_NOMEM, "out of memory");
+        own->lin[s].p[0] = w;
+        PQ_TRY(pq_gguf_out_read_linear(c->gguf, layer, (pq_linear_slot)s, w));
+        *lin = (pq_linear){.fmt = PQ_W_DENSE, .rows = lin->rows, .cols = lin->cols, .dense_type = PQ_DENSE_F32,
+                           .w = w, .bias = lin->bias};
+    }
+    return PQ_OK;
+}
+
+static pq_status gguf_commit(pq_ckpt *c, pq_quantize_result *res) {
+    pq_gguf_out_stats st;
+    PQ_TRY(pq_gguf_out_commit(c->gguf, &st));
+    res->out_bytes = st.file_bytes;
+    res->quant_bytes = (long long)st.linear_bytes;
+    res->n_weights = st.linear_weights;
+    res->n_gguf_fallback = st.n_fallback;
+    res->bits_per_weight = st.linear_weights ? 8.0 * (double)st.linear_bytes / (double)st.linear_weights : 0;
+    return PQ_OK;
+}
 
 // ---- which tensors are what -------------------------------------------------
 
@@ -250,6 +337,11 @@ pq_status pq_ckpt_begin(const pq_ckpt_params *p, const char *dir, int resume, pq
     c->layers = json_array();
     PQ_CHECK_GOTO(!c->layers, s, PQ_ERR_NOMEM, "out of memory");
     if (p->mix) PQ_TRY_GOTO(s, build_plan(c));
+    if (pq_scheme_ggml_type(p->scheme) >= 0) {
+        PQ_TRY_GOTO(s, gguf_begin(c, dir, resume));
+        *out = c;
+        return PQ_OK;
+    }
     PQ_TRY_GOTO(s, pq_path_join(path, sizeof path, dir, "model.safetensors"));
     PQ_TRY_GOTO(s, pq_st_writer_create(path, &c->w));
     PQ_TRY_GOTO(s, set_metadata(c));
@@ -263,7 +355,7 @@ done:
     return s;
 }
 
-pq_status pq_ckpt_sync(pq_ckpt *c) { return pq_st_writer_sync(c->w); }
+pq_status pq_ckpt_sync(pq_ckpt *c) { return c->gguf ? pq_gguf_out_sync(c->gguf) : pq_st_writer_sync(c->w); }
 
 // ---- blocks -------------------------------------------------------------------
 
@@ -283,7 +375,7 @@ static pq_status record(pq_ckpt *c, const pq_linear *L, const pq_scheme *s, json
         c->n_out++;
     }
     c->n_quantized++;
-    c->n_ragged += s->group > 0 && L->cols % s->group != 0;
+    c->n_ragged += !c->gguf && s->group > 0 && L->cols % s->group != 0;
     return PQ_OK;
 }
 
@@ -307,6 +399,10 @@ static pq_status put_vector(pq_ckpt *c, const char *name, const float *v, int n)
 
 pq_status pq_ckpt_put_block(pq_ckpt *c, int layer, const pq_block_out *b) {
     char module[256], name[320];
+    if (c->gguf) {
+        PQ_TRY(gguf_put_block(c, layer, b));
+        return pq_ckpt_record_block(c, layer, b->entry);
+    }
     for (int k = 0; k < PQ_NLINEAR; k++) {
         pq_method_module(module, sizeof module, layer, (pq_linear_slot)k);
         if (b->q[k]) PQ_TRY(pq_packed_put(c->w, module, b->q[k])); // else copied with the passthrough tensors
@@ -386,6 +482,7 @@ static pq_status read_vector(pq_ckpt *c, const char *name, int n, float **out) {
 }
 
 pq_status pq_ckpt_load_block(pq_ckpt *c, int layer, int folded, pq_layer *L, pq_ckpt_loaded *own) {
+    if (c->gguf) return gguf_load_block(c, layer, folded, L, own);
     if (!c->tmp_st) PQ_TRY(open_tmp(c));
     char module[256], name[320];
     for (int s = 0; s < PQ_NLINEAR; s++) {
@@ -495,8 +592,10 @@ static pq_status measure(pq_ckpt *c, pq_quantize_result *res) {
 }
 
 pq_status pq_ckpt_commit(pq_ckpt *c, pq_quantize_result *res) {
-    PQ_TRY(pq_st_writer_commit(c->w, c->p.q->zstd_level));
-    PQ_TRY(write_side_files(c));
+    if (!c->gguf) {
+        PQ_TRY(pq_st_writer_commit(c->w, c->p.q->zstd_level));
+        PQ_TRY(write_side_files(c));
+    }
     describe(c, res->scheme, sizeof res->scheme);
     snprintf(res->method, sizeof res->method, "%s", c->p.method);
     snprintf(res->format, sizeof res->format, "%s", pq_scheme_format(c->p.scheme));
@@ -507,7 +606,7 @@ pq_status pq_ckpt_commit(pq_ckpt *c, pq_quantize_result *res) {
     res->max_rel_err = c->err_max;
     res->mean_out_err = c->n_out ? c->out_sum / c->n_out : 0;
     res->max_out_err = c->out_max;
-    return measure(c, res);
+    return c->gguf ? gguf_commit(c, res) : measure(c, res);
 }
 
 // pq.json's "scales" object of a --scales run (a new reference).
@@ -532,6 +631,11 @@ static pq_status write_json(const pq_ckpt *c, const char *name, const json_t *do
 
 pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *record, json_t *extra) {
     const pq_scheme *s = c->p.scheme;
+    if (c->gguf) { // one .gguf file: its pq.* metadata holds the provenance known up front; the rest is the result
+        json_decref(record);
+        json_decref(extra);
+        return PQ_OK;
+    }
     static const char *const ACT[] = {"none (weight only)", "int8 dynamic per token", "fp8 e4m3 dynamic per token",
                                       "int8 static per tensor", "fp8 e4m3 static per tensor"};
     json_t *group = c->p.mix       ? json_null()
@@ -558,13 +662,16 @@ pq_status pq_ckpt_provenance(pq_ckpt *c, const pq_quantize_result *res, json_t *
     return st;
 }
 
-const char *pq_ckpt_tmp_path(const pq_ckpt *c) { return pq_st_writer_tmp_path(c->w); }
+const char *pq_ckpt_tmp_path(const pq_ckpt *c) {
+    return c->gguf ? pq_gguf_out_tmp_path(c->gguf) : pq_st_writer_tmp_path(c->w);
+}
 
 void pq_ckpt_free(pq_ckpt *c, int keep) {
     if (!c) return;
     pq_packed_info_free(&c->plan);
     if (keep) pq_st_writer_keep_tmp(c->w);
     pq_st_writer_free(c->w);
+    pq_gguf_out_free(c->gguf, keep);
     pq_st_close(c->tmp_st);
     json_decref(c->layers);
     free(c);

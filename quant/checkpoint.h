@@ -1,5 +1,9 @@
 // quant/checkpoint.h — the compressed-tensors checkpoint a pq quantize run
-// writes into OUT's temporary directory (internal to quant/): the streaming
+// writes into OUT's temporary directory (internal to quant/), or for a GGUF
+// scheme the one .gguf file (eval/gguf_out.h: the linears as the method
+// hands over their ggml blocks, the folded norms, everything else from the
+// source; its pq.* metadata holds the provenance known up front, and no
+// pq.json or side files are written): the streaming
 // model.safetensors (every source tensor declared up front: the quantized
 // linears as their packed tensors, everything else as it is), the blocks'
 // quantized linears and rewritten norms and biases as the methods hand them

@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "common/sys.h"
+#include "kernels/ggml_blocks.h"
+#include "quant/ggml_grid.h"
 #include "quant/gptq.h"
 #include "quant/method.h"
 
@@ -18,6 +20,7 @@ typedef struct {
     json_t *entry[PQ_NLINEAR];
     float *w;                          // [largest linear] the widened source weight
     float *row;                        // [widest] one dequantized row
+    float *diag;                       // [widest] diag(X^T X) of the current input (GGUF grids with --imatrix)
     void *hws, *sws, *ews;             // Hessian, solve and output-error workspaces
     size_t work;                       // all of the above and one block's quantized tensors
     int damp_raised;                   // the current block's
@@ -35,14 +38,22 @@ static pq_status check(const pq_method *self, const pq_quantize_request *q, pq_s
                a->damp, PQ_GPTQ_DAMP_MIN, PQ_GPTQ_DAMP_MAX);
     PQ_FAIL_IF(a->block_size < 1 || a->block_size > 65536, PQ_ERR_ARG, "--block-size %d: not in 1..65536",
                a->block_size);
+    int gguf = pq_scheme_ggml_type(s);
+    PQ_FAIL_IF(gguf >= 0 && a->act_order && !a->static_groups, PQ_ERR_ARG,
+               "--act-order --scheme %s: GGUF blocks hold consecutive columns, so their grids must be chosen before "
+               "the columns are reordered: add --static-groups", pq_scheme_name(s->id));
+    PQ_FAIL_IF(a->imatrix && gguf != PQ_GGML_Q4_K, PQ_ERR_ARG,
+               "--imatrix: weights the grids of the GGUF K types (--scheme gguf-q4_k), not %s", pq_scheme_name(s->id));
+    if (gguf >= 0) return PQ_OK;
     if (a->act_order && s->group > 0) s->actorder = a->static_groups ? PQ_ACTORDER_WEIGHT : PQ_ACTORDER_GROUP;
     return PQ_OK;
 }
 
 static void describe(const pq_method *self, const pq_quantize_request *q, char *buf, size_t cap) {
     const pq_gptq_args *a = &q->gptq;
-    snprintf(buf, cap, ", damp %g, block %d%s%s%s", a->damp, a->block_size, a->act_order ? ", act-order" : "",
-             a->static_groups ? ", static groups" : "", a->true_sequential ? ", true-sequential" : "");
+    snprintf(buf, cap, ", damp %g, block %d%s%s%s%s", a->damp, a->block_size, a->act_order ? ", act-order" : "",
+             a->static_groups ? ", static groups" : "", a->true_sequential ? ", true-sequential" : "",
+             a->imatrix ? ", imatrix" : "");
 }
 
 static void done(void *state) {
@@ -59,7 +70,7 @@ static void free_state(void *state) {
     gptq_state *g = state;
     if (!g) return;
     done(g);
-    pq_free(g->w), pq_free(g->row), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
+    pq_free(g->w), pq_free(g->row), pq_free(g->diag), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
     free(g);
 }
 
@@ -87,6 +98,7 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     for (int s = 0; s < PQ_NLINEAR; s++) {
         const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
         size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &most), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
+        if (pq_scheme_ggml_type(c->scheme) >= 0) b = pq_ggml_gptq_solve_bytes(L->rows, L->cols, &most, nt);
         sb = b > sb ? b : sb;
         eb = e > eb ? e : eb;
         qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
@@ -97,8 +109,9 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     g->ews = pq_alloc(eb);
     g->w = pq_alloc(wb);
     g->row = pq_alloc((size_t)widest * sizeof(float));
+    g->diag = pq_alloc((size_t)widest * sizeof(float));
     g->work = hb + sb + eb + qb + wb;
-    if (!g->hws || !g->sws || !g->ews || !g->w || !g->row) {
+    if (!g->hws || !g->sws || !g->ews || !g->w || !g->row || !g->diag) {
         free_state(g);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the GPTQ workspaces (%.1f MiB)", (hb + sb + eb) / 1048576.0);
     }
@@ -155,7 +168,16 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
         PQ_FAIL_IF(!q->g_idx, PQ_ERR_NOMEM, "%s: out of memory", module);
     }
     double loss;
-    PQ_TRY(pq_gptq_solve(g->w, src->rows, h, &gp, module, g->sws, g->c.pool, q, &loss));
+    if (q->is_ggml) { // a GGUF scheme: the codes on ggml's grids
+        const float *imx = NULL;
+        if (g->c.q->gptq.imatrix) {
+            for (int c = 0; c < st->cols; c++) g->diag[c] = st->xtx[(size_t)c * st->cols + c];
+            imx = g->diag;
+        }
+        PQ_TRY(pq_ggml_gptq_solve(g->w, src->rows, h, &gp, imx, module, g->sws, g->c.pool, q, &loss));
+    } else {
+        PQ_TRY(pq_gptq_solve(g->w, src->rows, h, &gp, module, g->sws, g->c.pool, q, &loss));
+    }
     pq_linear view = pq_qtensor_linear(q);
     view.bias = src->bias;
     double rel = weight_error(g, g->w, &view), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
@@ -199,16 +221,18 @@ static pq_status result(void *state, int layer, pq_block_out *out) {
 static json_t *provenance(void *state, const pq_method_summary *s) {
     gptq_state *g = state;
     const pq_calib_report *m = s->report;
-    return json_pack("{s:i, s:f, s:i, s:b, s:b, s:b, s:i, s:s, s:s, s:i}", "bits", g->gp.bits, "damp", g->gp.damp,
+    return json_pack("{s:i, s:f, s:i, s:b, s:b, s:b, s:b, s:i, s:s, s:s, s:i}", "bits", g->gp.bits, "damp", g->gp.damp,
                      "block_size", g->gp.block_size, "act_order", g->gp.act_order, "static_groups",
-                     g->gp.static_groups, "true_sequential", g->c.q->gptq.true_sequential, "damp_raised",
+                     g->gp.static_groups, "true_sequential", g->c.q->gptq.true_sequential, "imatrix",
+                     g->c.q->gptq.imatrix, "damp_raised",
                      s->damp_raised, "hessian_device", m->on_gpu ? "cuda" : "cpu", "forward_device",
                      m->on_gpu ? "cuda" : "cpu", "forward_cpu_fallbacks", m->cpu_passes);
 }
 
 const pq_method PQ_METHOD_GPTQ = {
     .name = "gptq", .scheme = "w4a16", .work = "GPTQ", .kind = PQ_SMOOTH_NONE,
-    .takes = PQ_ARG_DAMP | PQ_ARG_BLOCK_SIZE | PQ_ARG_ACT_ORDER | PQ_ARG_STATIC_GROUPS | PQ_ARG_TRUE_SEQUENTIAL,
+    .takes = PQ_ARG_DAMP | PQ_ARG_BLOCK_SIZE | PQ_ARG_ACT_ORDER | PQ_ARG_STATIC_GROUPS | PQ_ARG_TRUE_SEQUENTIAL |
+             PQ_ARG_IMATRIX,
     .calibrates = always, .check = check, .describe = describe, .create = create, .hooks = hooks,
     .result = result, .done = done, .provenance = provenance, .free = free_state,
 };

@@ -71,6 +71,7 @@
 #define PQ_ARG_AWQ_GRID (1u << 13)       // --awq-grid
 #define PQ_ARG_AWQ_CLIP_GRID (1u << 14)  // --awq-clip-grid
 #define PQ_ARG_SEARCH_TOKENS (1u << 15)  // --search-tokens
+#define PQ_ARG_IMATRIX (1u << 16)        // --imatrix
 #define PQ_ARG_CALIBRATION (PQ_ARG_CALIB | PQ_ARG_NSAMPLES | PQ_ARG_SEQLEN | PQ_ARG_SEED | PQ_ARG_CALIB_MODE)
 
 // The names pq.json, the journal and --json give the two error figures,
@@ -80,12 +81,14 @@
 
 // The scheme asked for (formats/scheme.h builds it).
 typedef struct {
-    const char *name;   // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic", "fp8-static"; NULL: the method's
+    const char *name;   // "w4a16", "w8a16", "w8a8", "fp8", "fp8-dynamic", "fp8-static", "gguf-q4_k", ...;
+                        // NULL: the method's
     int group;          // PQ_GROUP_DEFAULT, PQ_GROUP_CHANNEL or 32 / 64 / 128
     int sym;            // PQ_SYM_DEFAULT, 1 or 0
     int bits;           // 0: the scheme's; 2..8 for the weight-only integer schemes (w4a16, w8a16)
     int fp8_tensor;     // fp8 schemes: one scale per tensor instead of per channel
     int act_static;     // w8a8: static per-tensor activation scales (calibrated)
+    int gguf_fallback;  // GGUF schemes: llama.cpp's fallback type for rows that are not whole blocks
 } pq_scheme_args;
 
 // GPTQ's parameters (quant/gptq.h).
@@ -95,6 +98,7 @@ typedef struct {
     int act_order;        // columns in descending order of the Hessian's diagonal
     int static_groups;    // group scales from the unmodified weights
     int true_sequential;  // q/k/v, o, gate/up, down in turn, each from the inputs of the quantized earlier ones
+    int imatrix;          // GGUF K types: grids weighted by diag(X^T X), as llama.cpp's importance matrix
 } pq_gptq_args;
 
 typedef struct {
@@ -150,6 +154,7 @@ typedef struct {
     int n_ragged;                 // of them, grouped with in_features not a multiple of the group
                                   // (a shorter last group: pq runs them; compressed-tensors'
                                   // decompression and vLLM's kernels require a multiple)
+    int n_gguf_fallback;          // a GGUF scheme: linears in llama.cpp's fallback type (--fallback)
     long long n_weights;          // weights in them
     long long quant_bytes;        // bytes of their tensors in the output file
     double bits_per_weight;       // 8 * quant_bytes / n_weights, measured on the output

@@ -18,7 +18,8 @@ static const pq_method *const METHODS[] = {&PQ_METHOD_RTN, &PQ_METHOD_GPTQ, &PQ_
 static const char *const FLAGS[] = {"--calib",      "--nsamples",    "--seqlen",          "--seed",
                                     "--calib-mode", "--resume",      "--device",          "--damp",
                                     "--block-size", "--act-order",   "--static-groups",   "--true-sequential",
-                                    "--alpha",      "--awq-grid",    "--awq-clip-grid",   "--search-tokens"};
+                                    "--alpha",      "--awq-grid",    "--awq-clip-grid",   "--search-tokens",
+                                    "--imatrix"};
 #define NFLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
 
 pq_quantize_request pq_quantize_default_request(void) {
@@ -156,6 +157,20 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
                "--fp8-scale tensor and --group exclude each other");
     PQ_TRY(pq_scheme_make(a->name ? a->name : o->m->scheme, a->fp8_tensor ? PQ_GROUP_TENSOR : a->group, a->sym, s));
     if (a->act_static) PQ_TRY(pq_scheme_static_act(s));
+    int gguf = pq_scheme_ggml_type(s) >= 0;
+    PQ_FAIL_IF(a->gguf_fallback && !gguf, PQ_ERR_ARG, "--fallback: only for the GGUF schemes (gguf-*)");
+    s->gguf_fallback = a->gguf_fallback;
+    PQ_FAIL_IF(gguf && a->bits, PQ_ERR_ARG, "--bits %d: the GGUF type fixes the bits of %s", a->bits,
+               pq_scheme_name(s->id));
+    PQ_FAIL_IF(gguf && q->quantize_head, PQ_ERR_ARG, "--quantize-head: a GGUF file stores lm_head in the type "
+               "llama.cpp's quantizer picks for %s (formats/gguf_export.h)", pq_scheme_name(s->id));
+    PQ_FAIL_IF(gguf && q->zstd_level > 0, PQ_ERR_ARG, "--zstd: a GGUF output is one .gguf file");
+    PQ_FAIL_IF(gguf && q->target_bpw > 0, PQ_ERR_ARG, "--target-bpw: a GGUF output has one type per linear (%s); "
+               "mixed precision is written as compressed-tensors", pq_scheme_name(s->id));
+    PQ_FAIL_IF(gguf && pq_request_rotates(q), PQ_ERR_ARG, "--rotate: not supported with the GGUF schemes (%s)",
+               pq_scheme_name(s->id));
+    PQ_FAIL_IF(gguf && calibrate, PQ_ERR_ARG, "--scheme %s: pq calibrate's scales apply to the compressed-tensors "
+               "schemes; quantize onto GGUF with pq quantize --method awq", pq_scheme_name(s->id));
     if (a->bits) {
         PQ_FAIL_IF(a->bits < 2 || a->bits > 8, PQ_ERR_ARG, "--bits %d: not in 2..8", a->bits);
         PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/fp8.h"
+#include "quant/ggml_grid.h"
 
 #define CHUNK_ROWS 16
 #define FP8_MAX 448.0
@@ -148,6 +149,9 @@ pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, 
     int rows = q->rows, cols = q->cols;
     pq_dtype sdt = q->scale_dtype;
     PQ_FAIL_IF(rows <= 0 || cols <= 0, PQ_ERR_ARG, "%s: bad shape [%d, %d]", name, rows, cols);
+    PQ_FAIL_IF(q->is_ggml != (pq_scheme_ggml_type(s) >= 0), PQ_ERR_ARG,
+               "%s: the output tensor was not made for this scheme (pq_qtensor_init)", name);
+    if (q->is_ggml) return pq_ggml_rtn_quantize(w, name, pool, q, rel_err); // a GGUF scheme: ggml's own RTN
     PQ_FAIL_IF(s->bits < 2 || s->bits > 8 || (s->is_float && s->bits != 8), PQ_ERR_ARG, "%s: %d-bit %s weights",
                name, s->bits, s->is_float ? "float" : "integer");
     int qpack_ok = q->bits == s->bits && q->packed && (q->zeros == NULL) == (s->sym != 0);

@@ -24,6 +24,9 @@
 // and scales, w' = s * (q - z) in one fp32 multiply (kernels/qpack.h,
 // fp8.h), gives exactly the values this quantizer chose. The result does not
 // depend on the thread count.
+//
+// A GGUF scheme (formats/scheme.h) is quantized with ggml's own round to
+// nearest instead (quant/ggml_grid.h: the blocks llama-quantize writes).
 #ifndef PQ_RTN_H
 #define PQ_RTN_H
 

@@ -426,7 +426,7 @@ static void note_removed(run *r) {
 // the interrupted run's (its journal read back); locked either way.
 static pq_status open_outdir(run *r) {
     const pq_quantize_request *q = r->q;
-    r->spec = (pq_outdir_spec){.final = q->out, .force = q->force,
+    r->spec = (pq_outdir_spec){.final = q->out, .file = pq_scheme_ggml_type(&r->o.scheme) >= 0, .force = q->force,
                                .resume_marker = r->o.calibrated ? PQ_JOURNAL_NAME : NULL};
     PQ_TRY(collect_inputs(r));
     if (!r->o.calibrated) {

@@ -295,7 +295,7 @@ static void test_beats_rtn(pq_pool *pool) {
                 pq_gptq_params p = pq_gptq_default_params();
                 p.bits = bits[b], p.group = groups[g], p.act_order = act;
                 gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
-                pq_scheme s = {PQ_SCHEME_W4A16, bits[b], 0, groups[g] ? groups[g] : PQ_GROUP_CHANNEL, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE};
+                pq_scheme s = {PQ_SCHEME_W4A16, bits[b], 0, groups[g] ? groups[g] : PQ_GROUP_CHANNEL, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
                 pq_qtensor qr;
                 pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", pool, &qr, NULL);
                 double eg = 1, er = 0;
@@ -401,7 +401,7 @@ static void test_identity_is_rtn(pq_pool *pool) {
         p.bits = cs[k].bits, p.group = cs[k].group, p.sym = cs[k].sym, p.act_order = cs[k].act;
         p.static_groups = cs[k].stat;
         gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
-        pq_scheme s = {PQ_SCHEME_W4A16, p.bits, 0, p.group ? p.group : PQ_GROUP_CHANNEL, p.sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
+        pq_scheme s = {PQ_SCHEME_W4A16, p.bits, 0, p.group ? p.group : PQ_GROUP_CHANNEL, p.sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
         pq_qtensor q;
         pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", NULL, &q, NULL);
         // RTN's scales and zeros; its codes recomputed in f32 from the unrounded

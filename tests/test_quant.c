@@ -19,7 +19,7 @@ static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s,
 }
 
 static pq_scheme int_scheme(int bits, int group, int sym) {
-    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
+    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
 }
 
 // The dequantized matrix of q as the engine's specification computes it.

@@ -6,6 +6,7 @@
 
 int main_calibrate(int argc, char **argv);
 int main_convert(int argc, char **argv);
+int main_export(int argc, char **argv);
 int main_generate(int argc, char **argv);
 int main_inspect(int argc, char **argv);
 int main_ppl(int argc, char **argv);

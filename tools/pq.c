@@ -15,6 +15,7 @@ typedef struct {
 static const subcommand COMMANDS[] = {
     {"calibrate", main_calibrate, "calibrate AWQ / SmoothQuant / FP8 scales and write them to a scales file"},
     {"convert", main_convert, "write a GGUF file as a Hugging Face checkpoint"},
+    {"export", main_export, "write a model or packed checkpoint as a GGUF file llama.cpp runs"},
     {"generate", main_generate, "generate text from a model: prefill, then decode token by token (--chat for chat models)"},
     {"inspect", main_inspect, "what is in a model or packed checkpoint: arch, tensors, dtypes, size"},
     {"ppl", main_ppl, "perplexity of a model on a text file"},

@@ -20,12 +20,13 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
                      .device = PQ_DEVICE_AUTO};
     pq_quantize_request *q = &a->q;
     const row rows[] = {
-        {Q, {.name = "-o", .kind = FLAG_STR, .dst = &q->out, .help = "output directory (required; must not exist "
-             "unless --force)", .metavar = "OUT"}},
+        {Q, {.name = "-o", .kind = FLAG_STR, .dst = &q->out, .help = "output directory, or FILE.gguf for a gguf-* "
+             "scheme (required; must not exist unless --force)", .metavar = "OUT"}},
         {C, {.name = "-o", .kind = FLAG_STR, .dst = &q->out, .help = "the scales file to write (required; must not "
              "exist unless --force)", .metavar = "SCALES"}},
         {QC, {.name = "--scheme", .kind = FLAG_STR, .dst = &q->scheme.name, .help = "w4a16 | w8a16 | w8a8 | fp8 "
-             "(weight only) | fp8-dynamic | fp8-static (none: w4a16; smoothquant: w8a8; fp8: fp8-static)",
+             "(weight only) | fp8-dynamic | fp8-static | gguf-q4_0 | gguf-q4_1 | gguf-q8_0 | gguf-q4_k (a GGUF file "
+             "llama.cpp runs) (none: w4a16; smoothquant: w8a8; fp8: fp8-static)",
              .metavar = "S"}},
         {Q, {.name = "--method", .kind = FLAG_STR, .dst = &q->method, .help = "rtn | gptq | awq | smoothquant | fp8 "
              "(static activation scales, no smoothing) (none: rtn, or --scales')", .metavar = "M"}},
@@ -43,6 +44,9 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "points (w4a16 only)"}},
         {QC, {.name = "--fp8-scale", .kind = FLAG_CHOICE, .dst = &a->fp8_scale, .help = "fp8 weight scales per "
              "output channel or per tensor", .choices = "channel|tensor"}},
+        {Q, {.name = "--fallback", .kind = FLAG_BOOL, .dst = &q->scheme.gguf_fallback, .help = "gguf-* schemes: "
+             "store linears whose rows are not whole blocks as llama-quantize does (Q4_K -> Q5_0, else F16) instead "
+             "of refusing", .value = 1}},
         {Q, {.name = "--quantize-head", .kind = FLAG_BOOL, .dst = &q->quantize_head, .help = "quantize lm_head too "
              "(untied models; default: FP16)", .value = 1}},
         {Q, {.name = "--rotate", .kind = FLAG_CHOICE, .dst = &a->rotate, .help = "rotate the residual stream by a "
@@ -102,6 +106,9 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
         {Q, {.name = "--true-sequential", .kind = FLAG_BOOL, .dst = &q->gptq.true_sequential, .help = "gptq: q/k/v, "
              "o, gate/up, down in turn, each calibrated on the quantized earlier ones", .value = 1,
              .bit = PQ_ARG_TRUE_SEQUENTIAL}},
+        {Q, {.name = "--imatrix", .kind = FLAG_BOOL, .dst = &q->gptq.imatrix, .help = "gptq, gguf-q4_k: choose "
+             "each super-block's scales and mins weighted by diag(X^T X), as llama.cpp's importance matrix", .value = 1,
+             .bit = PQ_ARG_IMATRIX}},
         {Q, {.name = "--resume", .kind = FLAG_BOOL, .dst = &q->resume, .help = "calibrated methods: continue an "
              "interrupted run into the same OUT", .value = 1, .bit = PQ_ARG_RESUME}},
         {QC, {.name = "--device", .kind = FLAG_CHOICE, .dst = &a->device, .help = "calibrated methods: where X^T X "
