@@ -25,7 +25,8 @@ static json_t *quant_config_json(const pq_scheme *s, int quantize_head) {
                           "actorder", s->actorder ? json_string(ACTORDER[s->actorder]) : json_null(),
                           "block_structure", json_null(), "dynamic", 0,
                           "group_size", s->group > 0 ? json_integer(s->group) : json_null(),
-                          "num_bits", s->bits, "observer", "minmax", "observer_kwargs",
+                          "num_bits", s->bits, "observer",
+                          s->observer == PQ_OBSERVER_MSE ? "mse" : "minmax", "observer_kwargs",
                           "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int");
     // input activations: dynamic per token (no observer), or static per tensor
     // (an M.input_scale per linear, calibrated by a min-max observer)

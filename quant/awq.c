@@ -88,7 +88,7 @@ static void clip_chunk(void *ctx, int ci, int tid) {
                 const float *w = j->w + (size_t)(r0 + r) * j->cols + c0;
                 float m = (float)(org[r] * (1.0 - (double)i / j->clip_grid)), sc, z;
                 for (int c = 0; c < n; c++) wc[c] = w[c] > m ? m : w[c] < -m ? -m : w[c];
-                usable[r] = pq_rtn_group_params(wc, n, j->s->bits, j->s->sym, j->sdt, &sc, &z);
+                usable[r] = pq_rtn_group_params(wc, n, j->s->bits, j->s->sym, j->s->observer, j->sdt, &sc, &z);
                 for (int c = 0; c < n; c++)
                     D[(size_t)r * n + c] = usable[r] ? sc * (pq_rtn_code(wc[c], sc, z, j->s->bits) - z) - w[c] : 0;
             }

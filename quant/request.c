@@ -131,6 +131,9 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
                "--fp8-scale tensor and --group exclude each other");
     PQ_TRY(pq_scheme_make(a->name ? a->name : o->m->scheme, a->fp8_tensor ? PQ_GROUP_TENSOR : a->group, a->sym, s));
     if (a->act_static) PQ_TRY(pq_scheme_static_act(s));
+    PQ_FAIL_IF(a->observer == PQ_OBSERVER_MSE && s->is_float, PQ_ERR_ARG,
+               "--observer mse: the %s scheme's FP8 weight scales are minmax only", pq_scheme_name(s->id));
+    s->observer = a->observer == PQ_OBSERVER_MSE ? PQ_OBSERVER_MSE : PQ_OBSERVER_MINMAX;
     if (a->bits) {
         PQ_FAIL_IF(a->bits < 2 || a->bits > 8, PQ_ERR_ARG, "--bits %d: not in 2..8", a->bits);
         PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,

@@ -19,7 +19,7 @@ static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s,
 }
 
 static pq_scheme int_scheme(int bits, int group, int sym) {
-    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE};
+    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX};
 }
 
 // The dequantized matrix of q as the engine's specification computes it.
@@ -295,6 +295,65 @@ static void test_schemes(void) {
     }
 }
 
+// The mse observer: on random (Gaussian-like and heavy-tailed) weights, per
+// group its |w - w'|^2.4 is never above minmax's and is the least over the
+// shrink candidates recomputed here; over the matrix its squared error is
+// below minmax's; identical serially and on 3 threads.
+static void test_mse_observer(void) {
+    int rows = 61, cols = 256;
+    float *w = malloc((size_t)rows * cols * sizeof(float));
+    pq_test_fill(w, (size_t)rows * cols, 0.02f);
+    for (int k = 0; k < rows * cols; k += 97) w[k] *= 6; // a few outliers, where shrinking pays
+    pq_pool *pool;
+    PQ_CHECK(pq_pool_create(3, &pool) == PQ_OK, "pool of 3 threads");
+    for (int v = 0; v < 3; v++) {
+        int bits = v == 2 ? 3 : 4, sym = v != 1, group = 32;
+        pq_scheme s = int_scheme(bits, group, sym), m = s;
+        m.observer = PQ_OBSERVER_MSE;
+        pq_qtensor a, b, c;
+        double ea, eb, ec;
+        int ok = rtn_new(w, rows, cols, &s, PQ_DT_F16, "minmax", NULL, &a, &ea) == PQ_OK &&
+                 rtn_new(w, rows, cols, &m, PQ_DT_F16, "mse", NULL, &b, &eb) == PQ_OK &&
+                 rtn_new(w, rows, cols, &m, PQ_DT_F16, "mse", pool, &c, &ec) == PQ_OK;
+        int never_worse = ok, least = ok, shrunk = 0;
+        for (int r = 0; ok && r < rows; r++)
+            for (int g = 0; g < cols / group; g++) {
+                const float *wg = w + (size_t)r * cols + g * group;
+                size_t k = (size_t)r * (cols / group) + g;
+                float za = a.zeros ? (float)(a.zeros[k] - (1 << (bits - 1))) : 0;
+                float zb = b.zeros ? (float)(b.zeros[k] - (1 << (bits - 1))) : 0;
+                double la = pq_rtn_group_lp_error(wg, group, bits, a.scales[k], za);
+                double lb = pq_rtn_group_lp_error(wg, group, bits, b.scales[k], zb);
+                never_worse &= lb <= la;
+                shrunk += b.scales[k] != a.scales[k];
+                float lo = 0, hi = 0; // every candidate, plainly
+                for (int i = 0; i < group; i++) lo = wg[i] < lo ? wg[i] : lo, hi = wg[i] > hi ? wg[i] : hi;
+                for (int i = 0; i < PQ_MSE_STEPS; i++) {
+                    double p = 1.0 - i / 100.0;
+                    float plo = (float)(p * lo), phi = (float)(p * hi), qmin = (float)-(1 << (bits - 1));
+                    double range = sym ? fmax(-(double)plo, phi) / (((1 << bits) - 1) / 2.0)
+                                       : ((double)phi - plo) / ((1 << bits) - 1);
+                    float sc = pq_rtn_stored_scale(range, PQ_DT_F16);
+                    float z = sym ? 0 : fminf(fmaxf(rintf(qmin - plo / sc), qmin), -qmin - 1);
+                    least &= lb <= pq_rtn_group_lp_error(wg, group, bits, sc, z);
+                }
+            }
+        char d[64];
+        pq_scheme_describe(&m, d, sizeof d);
+        PQ_CHECK(never_worse && least && shrunk > 0,
+                 "%s: per group |dw|^2.4 <= minmax's and the least of the 20 shrinks (%d of %d groups shrunk)", d,
+                 shrunk, rows * cols / group);
+        PQ_CHECK(ok && eb < ea, "%s: squared error %.4e < minmax's %.4e", d, eb, ea);
+        PQ_CHECK(ok && same_qtensor(&b, &c) && eb == ec, "%s: identical serially and on 3 threads", d);
+        pq_qtensor_free(&a), pq_qtensor_free(&b), pq_qtensor_free(&c);
+    }
+    pq_scheme f;
+    pq_scheme_make("w4a16", 64, 1, &f);
+    PQ_CHECK(f.observer == PQ_OBSERVER_MINMAX, "schemes start with the minmax observer");
+    pq_pool_free(pool);
+    free(w);
+}
+
 int main(void) {
     pq_test_seed();
     test_sym_hand();
@@ -306,6 +365,7 @@ int main(void) {
     test_nonfinite();
     test_fp8();
     test_determinism();
+    test_mse_observer();
     test_bits_and_zero();
     test_schemes();
     return pq_test_done();

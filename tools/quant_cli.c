@@ -40,6 +40,9 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "(default for every scheme)", .value = 1}},
         {QC, {.name = "--asym", .kind = FLAG_BOOL, .dst = &q->scheme.sym, .help = "asymmetric weights with zero "
              "points (w4a16 only)"}},
+        {QC, {.name = "--observer", .kind = FLAG_CHOICE, .dst = &q->scheme.observer, .help = "integer weight "
+             "scales from each group's min/max, or the shrink of it with the least error (mse)",
+             .choices = "minmax|mse"}},
         {QC, {.name = "--fp8-scale", .kind = FLAG_CHOICE, .dst = &a->fp8_scale, .help = "fp8 weight scales per "
              "output channel or per tensor", .choices = "channel|tensor"}},
         {Q, {.name = "--quantize-head", .kind = FLAG_BOOL, .dst = &q->quantize_head, .help = "quantize lm_head too "
