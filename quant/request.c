@@ -26,7 +26,9 @@ pq_quantize_request pq_quantize_default_request(void) {
     return (pq_quantize_request){
         .scheme = {.group = PQ_GROUP_DEFAULT, .sym = PQ_SYM_DEFAULT},
         .calib = pq_calib_default_params(),
-        .gptq = {.damp = g.damp, .block_size = g.block_size},
+        // act-order with static groups by default, as llm-compressor's GPTQModifier
+        // (actorder "static"): without it GPTQ lost to RTN on SmolLM2 (docs/ACCURACY.md)
+        .gptq = {.damp = g.damp, .block_size = g.block_size, .act_order = 1, .static_groups = 1},
         .smooth = pq_smooth_default_params(),
         .device = PQ_DEVICE_AUTO,
     };
