@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "eval/engine.h"
+#include "eval/kld.h"
 
 typedef enum { PQ_PPL_GPTQ, PQ_PPL_LLAMACPP } pq_ppl_protocol;
 
@@ -43,8 +44,13 @@ typedef void (*pq_ppl_progress)(void *ud, int done, int total, double ppl);
 // Scores `tokens` (the text's ids, no BOS) with the engine. Fails with
 // PQ_ERR_ARG if the text is shorter than one window. window_nll (optional,
 // n_windows entries, see pq_ppl_window_count) receives each window's total NLL.
-pq_status pq_ppl_run(pq_engine *e, int vocab, const int32_t *tokens, size_t n_tokens, const pq_ppl_params *p,
-                     pq_ppl_progress progress, void *ud, double *window_nll, pq_ppl_result *out);
+// base and kl (both or neither): a second engine over the same vocabulary
+// runs every window too, and each scored token's KL divergence of e's
+// distribution from base's is added to kl (eval/kld.h): window by window,
+// nothing but the per-token figures kept.
+pq_status pq_ppl_run(pq_engine *e, pq_engine *base, pq_kld_acc *kl, int vocab, const int32_t *tokens,
+                     size_t n_tokens, const pq_ppl_params *p, pq_ppl_progress progress, void *ud, double *window_nll,
+                     pq_ppl_result *out);
 
 // Windows the protocol makes of n_tokens text tokens (before max_windows).
 int pq_ppl_window_count(size_t n_tokens, const pq_ppl_params *p);
@@ -61,6 +67,7 @@ typedef struct {
     int max_windows;          // 0 = all
     pq_device device;
     int nthreads;             // 0 = all cores
+    const char *kl_base;      // NULL, or a model (FP16 or packed) to measure MODEL's KL divergence from
 } pq_ppl_job;
 
 pq_ppl_job pq_ppl_default_job(void);
@@ -71,9 +78,14 @@ typedef struct {
     int ctx, bos;
     char engine[128];         // pq_engine_describe
     char arch[64];
+    int has_kl;               // job->kl_base was given: kl holds the statistics
+    pq_kld_result kl;
 } pq_ppl_report;
 
 // Opens the model and tokenizer, tokenizes the text, runs the protocol.
 // An explicit ctx beyond the model's max_position_embeddings is PQ_ERR_ARG.
+// With kl_base, that model runs the same windows on the same engine
+// settings; its config must have MODEL's vocabulary size and context and its
+// tokenizer must encode the text to the same ids (else PQ_ERR_ARG).
 pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud, pq_ppl_report *out);
 #endif

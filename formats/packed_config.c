@@ -31,7 +31,9 @@ static json_t *scheme_json(const pq_scheme *s, const char *format, json_t *targe
                           "actorder", s->actorder ? json_string(ACTORDER[s->actorder]) : json_null(),
                           "block_structure", json_null(), "dynamic", 0,
                           "group_size", s->group > 0 ? json_integer(s->group) : json_null(),
-                          "num_bits", s->bits, "observer", "memoryless_minmax", "observer_kwargs", "scale_dtype",
+                          "num_bits", s->bits, "observer",
+                          s->observer == PQ_OBSERVER_MSE ? "memoryless_mse" : "memoryless_minmax", "observer_kwargs",
+                          "scale_dtype",
                           "strategy", strategy, "symmetric", s->sym, "type", s->is_float ? "float" : "int",
                           "zp_dtype", s->sym ? json_null() : json_string("torch.int8"));
     // input activations: dynamic per token (no observer), or static per tensor

@@ -77,7 +77,7 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out) {
                "--fp8-scale)", r->name);
     if (gguf) {
         *out = (pq_scheme){(pq_scheme_id)id, r->bits, 0, r->default_group, r->default_sym, PQ_ACT_NONE,
-                           PQ_ACTORDER_NONE, 0};
+                           PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
         return PQ_OK;
     }
     if (group == PQ_GROUP_DEFAULT) group = r->default_group;
@@ -92,7 +92,8 @@ pq_status pq_scheme_make(const char *name, int group, int sym, pq_scheme *out) {
     PQ_FAIL_IF(group < PQ_GROUP_TENSOR, PQ_ERR_ARG, "--scheme %s: bad group %d", r->name, group);
     PQ_FAIL_IF(!sym && !r->asym_ok, PQ_ERR_ARG, "--scheme %s --asym: %s weights are symmetric only", r->name,
                r->name);
-    *out = (pq_scheme){(pq_scheme_id)id, r->bits, r->is_float, group, sym ? 1 : 0, r->act, PQ_ACTORDER_NONE, 0};
+    *out = (pq_scheme){(pq_scheme_id)id, r->bits, r->is_float, group, sym ? 1 : 0, r->act, PQ_ACTORDER_NONE,
+                       PQ_OBSERVER_MINMAX, 0};
     return PQ_OK;
 }
 
@@ -121,8 +122,8 @@ void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap) {
         snprintf(buf, cap, "%s%s", pq_scheme_name(s->id), s->gguf_fallback ? " fallback" : "");
         return;
     }
-    snprintf(buf, cap, "%s %s %s%s%s", pq_scheme_name(s->id), g, s->sym ? "sym" : "asym", bits,
-             extra_static ? " static" : "");
+    snprintf(buf, cap, "%s %s %s%s%s%s", pq_scheme_name(s->id), g, s->sym ? "sym" : "asym", bits,
+             extra_static ? " static" : "", s->observer == PQ_OBSERVER_MSE ? " mse" : "");
 }
 
 long long pq_scheme_matrix_bytes(const pq_scheme *s, int rows, int cols, int scale_bytes) {

@@ -60,6 +60,11 @@ typedef enum { PQ_ACT_NONE, PQ_ACT_INT8_TOKEN, PQ_ACT_FP8_TOKEN, PQ_ACT_INT8_TEN
 // g_idx).
 typedef enum { PQ_ACTORDER_NONE, PQ_ACTORDER_GROUP, PQ_ACTORDER_WEIGHT } pq_actorder;
 
+// How integer weight scales are chosen (compressed-tensors' "observer"):
+// minmax from each group's range; mse by a shrink search of that range per
+// group (quant/rtn.h). FP8 weights are minmax only.
+typedef enum { PQ_OBSERVER_MINMAX, PQ_OBSERVER_MSE } pq_observer;
+
 typedef struct {
     pq_scheme_id id;
     int bits;          // weight bits: the scheme's 4 or 8 (2..8 with --bits for w4a16 / w8a16)
@@ -68,6 +73,7 @@ typedef struct {
     int sym;           // 1 symmetric (no zero point), 0 asymmetric
     pq_act_quant act;
     pq_actorder actorder; // grouped pack-quantized weights only
+    pq_observer observer; // integer weights only
     int gguf_fallback;    // GGUF schemes: linears whose rows are not whole blocks take llama.cpp's fallback type
 } pq_scheme;
 
@@ -105,7 +111,8 @@ int pq_scheme_ggml_type_for(const pq_scheme *s, int cols);
 pq_wformat pq_scheme_wformat(const pq_scheme *s);
 
 // "w4a16 g128 sym", "fp8 channel sym", "w4a16 g32 sym 3-bit", "w8a8 channel
-// sym static" (static activations of a w8a8 scheme), ... into buf
+// sym static" (static activations of a w8a8 scheme), "w4a16 g64 sym mse"
+// (the mse observer), ... into buf
 // (always NUL-terminated).
 void pq_scheme_describe(const pq_scheme *s, char *buf, size_t cap);
 

@@ -103,7 +103,7 @@ static void clip_chunk(void *ctx, int ci, int tid) {
                     for (int c = 0; c < n; c++) D[(size_t)r * n + c] -= w[c];
                     continue;
                 }
-                usable[r] = pq_rtn_group_params(wc, n, j->s->bits, j->s->sym, j->sdt, &sc, &z);
+                usable[r] = pq_rtn_group_params(wc, n, j->s->bits, j->s->sym, j->s->observer, j->sdt, &sc, &z);
                 for (int c = 0; c < n && usable[r]; c++) { // the code RTN will store for the clipped weight
                     float code = pq_rtn_code_dtype(pq_round_to_dtype(wc[c], j->sdt), sc, z, j->s->bits, j->sdt);
                     D[(size_t)r * n + c] = sc * (code - z) - w[c];

@@ -112,7 +112,7 @@ typedef struct {
 
 // Chooses and stores the scale and zero of group g of row r from n weights.
 static int set_params(solve_job *j, int r, int g, const float *w, int n, float *sc, float *z) {
-    if (!pq_rtn_group_params(w, n, j->p->bits, j->p->sym, j->q->scale_dtype, sc, z)) return 0;
+    if (!pq_rtn_group_params(w, n, j->p->bits, j->p->sym, j->p->observer, j->q->scale_dtype, sc, z)) return 0;
     j->q->scales[(size_t)r * j->ng + g] = *sc;
     if (j->q->zeros) j->q->zeros[(size_t)r * j->ng + g] = (uint8_t)((int)*z + (1 << (j->p->bits - 1)));
     return 1;

@@ -43,6 +43,7 @@
 
 #include "common/threads.h"
 #include "formats/qtensor.h"
+#include "formats/scheme.h"
 
 #define PQ_GPTQ_ROWS 64
 #define PQ_GPTQ_DAMP_MIN 1e-12 // below it the dampening is lost in double's rounding of diag H
@@ -56,6 +57,7 @@ typedef struct {
     int block_size;    // lazy-batch columns, >= 1 (128)
     int act_order;     // columns by descending diag H
     int static_groups; // group scales from the unmodified W, in natural order
+    pq_observer observer; // how group scales are chosen (quant/rtn.h): minmax, or mse
 } pq_gptq_params;
 
 pq_gptq_params pq_gptq_default_params(void);

@@ -85,7 +85,7 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     g->c = *c;
     g->gp = (pq_gptq_params){.bits = c->scheme->bits, .group = c->scheme->group, .sym = c->scheme->sym,
                              .damp = a->damp, .block_size = a->block_size, .act_order = a->act_order,
-                             .static_groups = a->static_groups};
+                             .static_groups = a->static_groups, .observer = c->scheme->observer};
     size_t hb = 0, sb = 0, eb = 0, qb = 0, wb = 0;
     pq_gptq_params most = g->gp; // with a plan: the most any grouping asks for (a batch of every column)
     if (c->mix) most.block_size = 65536;

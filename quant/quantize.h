@@ -88,6 +88,7 @@ typedef struct {
     int bits;           // 0: the scheme's; 2..8 for the weight-only integer schemes (w4a16, w8a16)
     int fp8_tensor;     // fp8 schemes: one scale per tensor instead of per channel
     int act_static;     // w8a8: static per-tensor activation scales (calibrated)
+    int observer;       // pq_observer: how integer weight scales are chosen (minmax default)
     int gguf_fallback;  // GGUF schemes: llama.cpp's fallback type for rows that are not whole blocks
 } pq_scheme_args;
 

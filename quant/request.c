@@ -27,7 +27,9 @@ pq_quantize_request pq_quantize_default_request(void) {
     return (pq_quantize_request){
         .scheme = {.group = PQ_GROUP_DEFAULT, .sym = PQ_SYM_DEFAULT},
         .calib = pq_calib_default_params(),
-        .gptq = {.damp = g.damp, .block_size = g.block_size},
+        // act-order with static groups by default, as llm-compressor's GPTQModifier
+        // (actorder "static"): without it GPTQ lost to RTN on SmolLM2 (docs/ACCURACY.md)
+        .gptq = {.damp = g.damp, .block_size = g.block_size, .act_order = 1, .static_groups = 1},
         .smooth = pq_smooth_default_params(),
         .device = PQ_DEVICE_AUTO,
         .kl_windows = 4,
@@ -171,6 +173,11 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
                pq_scheme_name(s->id));
     PQ_FAIL_IF(gguf && calibrate, PQ_ERR_ARG, "--scheme %s: pq calibrate's scales apply to the compressed-tensors "
                "schemes; quantize onto GGUF with pq quantize --method awq", pq_scheme_name(s->id));
+    PQ_FAIL_IF(a->observer == PQ_OBSERVER_MSE && gguf, PQ_ERR_ARG,
+               "--observer mse: the GGUF schemes use ggml's own grids (%s)", pq_scheme_name(s->id));
+    PQ_FAIL_IF(a->observer == PQ_OBSERVER_MSE && s->is_float, PQ_ERR_ARG,
+               "--observer mse: the %s scheme's FP8 weight scales are minmax only", pq_scheme_name(s->id));
+    s->observer = a->observer == PQ_OBSERVER_MSE ? PQ_OBSERVER_MSE : PQ_OBSERVER_MINMAX;
     if (a->bits) {
         PQ_FAIL_IF(a->bits < 2 || a->bits > 8, PQ_ERR_ARG, "--bits %d: not in 2..8", a->bits);
         PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,

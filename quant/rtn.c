@@ -37,10 +37,9 @@ static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ?
 // One operation's f32 result rounded to dt: the operation in dt (rtn.h).
 static float rd(float x, pq_dtype dt) { return pq_round_to_dtype(x, dt); }
 
-int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale_dtype, float *scale, float *zero) {
-    pq_dtype dt = scale_dtype;
-    float qmin = (float)-(1 << (bits - 1)), qmax = (float)((1 << (bits - 1)) - 1), lo = 0, hi = 0;
-    for (int c = 0; c < n; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
+// The minmax scale and zero point of the range [lo, hi] (lo <= 0 <= hi), in dt.
+static int range_params(float lo, float hi, int bits, int sym, pq_dtype dt, float *scale, float *zero) {
+    float qmin = (float)-(1 << (bits - 1)), qmax = (float)((1 << (bits - 1)) - 1);
     lo = rd(lo, dt), hi = rd(hi, dt);
     float levels = (float)((1 << bits) - 1); // exact in F16 and BF16 for bits <= 8, as is levels / 2
     float raw = sym ? rd(fmaxf(-lo, hi) / (levels / 2), dt) : rd(rd(hi - lo, dt) / levels, dt);
@@ -66,13 +65,39 @@ float pq_rtn_code(float w, float scale, float zero, int bits) {
     return pq_rtn_code_dtype(w, scale, zero, bits, PQ_DT_F32);
 }
 
+double pq_rtn_group_lp_error(const float *w, int n, int bits, float scale, float zero) {
+    double e = 0;
+    for (int c = 0; c < n; c++) {
+        float d = fabsf(w[c] - scale * (pq_rtn_code(w[c], scale, zero, bits) - zero));
+        if (d > 0) e += powf(d, (float)PQ_MSE_NORM);
+    }
+    return e;
+}
+
+int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_observer observer, pq_dtype scale_dtype,
+                        float *scale, float *zero) {
+    float lo = 0, hi = 0;
+    for (int c = 0; c < n; c++) lo = w[c] < lo ? w[c] : lo, hi = w[c] > hi ? w[c] : hi;
+    if (!range_params(lo, hi, bits, sym, scale_dtype, scale, zero)) return 0;
+    if (observer != PQ_OBSERVER_MSE) return 1;
+    double best = pq_rtn_group_lp_error(w, n, bits, *scale, *zero);
+    for (int i = 1; i < PQ_MSE_STEPS; i++) {
+        double p = 1.0 - (double)i / PQ_MSE_GRID;
+        float sc, z;
+        if (!range_params((float)(p * lo), (float)(p * hi), bits, sym, scale_dtype, &sc, &z)) continue;
+        double e = pq_rtn_group_lp_error(w, n, bits, sc, z);
+        if (e < best) best = e, *scale = sc, *zero = z;
+    }
+    return 1;
+}
+
 // One group [c0, c1) of row r of an integer format: writes codes (QPACK
 // packed or INT8), the scale and zero; accumulates the error. 0 on overflow.
 static int quant_int_group(job *j, int r, int c0, int c1, int g, double *e2) {
     pq_qtensor *q = j->q;
     const float *w = j->w + (size_t)r * q->cols;
     float sc, z; // the group's min and max rounded to sdt are those of its weights rounded to sdt
-    if (!pq_rtn_group_params(w + c0, c1 - c0, j->s->bits, j->s->sym, j->sdt, &sc, &z)) return 0;
+    if (!pq_rtn_group_params(w + c0, c1 - c0, j->s->bits, j->s->sym, j->s->observer, j->sdt, &sc, &z)) return 0;
     int ng = pq_qtensor_ngroups(q);
     q->scales[(size_t)r * ng + g] = sc;
     if (q->zeros) q->zeros[(size_t)r * ng + g] = (uint8_t)((int)z + (1 << (j->s->bits - 1)));

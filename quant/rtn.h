@@ -50,13 +50,33 @@
 pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, pq_pool *pool, pq_qtensor *q,
                           double *rel_err);
 
+// The mse observer (s->observer == PQ_OBSERVER_MSE; llm-compressor's MSE
+// observer and the GPTQ reference's `mse` option): for each group the range
+// [lo, hi] above is shrunk to [p lo, p hi] for p = 1 - i / PQ_MSE_GRID,
+// i = 0 .. PQ_MSE_STEPS - 1 (down to 0.81: llm-compressor's maxshrink 0.2),
+// each candidate's scale and zero point computed by the formulas above from
+// the shrunk range, and the candidate with the least sum |w - w'|^PQ_MSE_NORM
+// over the group kept (the first on ties; i = 0 is minmax, so the error is
+// never above minmax's). Every candidate is tried (no early stop), so the
+// result is a function of the group's weights alone.
+#define PQ_MSE_GRID 100
+#define PQ_MSE_STEPS 20
+#define PQ_MSE_NORM 2.4
+
 // The scale and signed zero point RTN chooses for one group of n integer
 // weights w[0..n) at `bits` bits (formulas above, in scale_dtype, the group's
-// minimum and maximum first rounded to it; zero is 0 when sym): what
-// pq_rtn_quantize stores, and what GPTQ (quant/gptq.h) computes at each
-// group start so that it degenerates to RTN when H = I. Returns 0 and sets
-// nothing when the scale is not finite in scale_dtype.
-int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_dtype scale_dtype, float *scale, float *zero);
+// minimum and maximum first rounded to it; zero is 0 when sym) with the
+// observer: what pq_rtn_quantize stores, and what GPTQ (quant/gptq.h)
+// computes at each group start so that it degenerates to RTN when H = I.
+// Returns 0 and sets nothing when the minmax scale is not finite in
+// scale_dtype.
+int pq_rtn_group_params(const float *w, int n, int bits, int sym, pq_observer observer, pq_dtype scale_dtype,
+                        float *scale, float *zero);
+
+// sum over the group of |w - w'|^PQ_MSE_NORM for a scale and zero point (the
+// mse observer's criterion, with f32 codes (pq_rtn_code); computed in float
+// per weight, summed in double).
+double pq_rtn_group_lp_error(const float *w, int n, int bits, float scale, float zero);
 
 // A scale as stored: s rounded to scale_dtype, a zero replaced by that
 // dtype's epsilon (torch.finfo(dtype).eps, as compressed-tensors does).

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
     pq_config c = pq_test_smollm2_config(layers);
     pq_model *m16, *m4;
     pq_qtensor *q = NULL;
-    pq_scheme w4 = {PQ_SCHEME_W4A16, 4, 0, 64, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+    pq_scheme w4 = {PQ_SCHEME_W4A16, 4, 0, 64, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
     if (files) {
         if (pq_model_open(argv[2], &m16) != PQ_OK || pq_model_open(argv[3], &m4) != PQ_OK) return fail("model");
         c = m16->cfg;

@@ -26,7 +26,7 @@ static int score(const pq_model *m, const int32_t *ids, size_t n, const pq_ppl_p
     pq_engine *e;
     pq_ppl_result r;
     if (pq_engine_create(m, &ep, &e) != PQ_OK) return fail("engine");
-    pq_status s = pq_ppl_run(e, m->cfg.vocab, ids, n, pp, NULL, NULL, NULL, &r);
+    pq_status s = pq_ppl_run(e, NULL, NULL, m->cfg.vocab, ids, n, pp, NULL, NULL, NULL, &r);
     pq_engine_free(e);
     if (s != PQ_OK) return fail("ppl");
     *ppl = r.ppl;

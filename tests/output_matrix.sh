@@ -43,8 +43,9 @@ one rtn-w8a8          --scheme w8a8
 one rtn-fp8           --scheme fp8
 one rtn-fp8-dyn-t     --scheme fp8-dynamic --fp8-scale tensor
 one gptq-w4-g32       --method gptq $C --group 32
-one gptq-w4-g32-ao    --method gptq $C --group 32 --asym --act-order
-one gptq-w4-chan-ts   --method gptq $C --group channel --true-sequential --static-groups
+one gptq-w4-g32-nat   --method gptq $C --group 32 --no-act-order --no-static-groups
+one gptq-w4-g32-ao    --method gptq $C --group 32 --asym --act-order --no-static-groups
+one gptq-w4-chan-ts   --method gptq $C --group channel --true-sequential --static-groups --no-act-order
 one awq-w4-g32        --method awq $C --group 32
 one awq-w4-g128-asym  --method awq $C --group 128 --asym
 one sq-w8a8-static    --method smoothquant $C --act-scale static

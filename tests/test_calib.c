@@ -210,7 +210,7 @@ static void test_stats(pq_pool *pool1, pq_pool *pool3) {
     int rows = 70;
     float *w = malloc((size_t)rows * cols * sizeof(float)), *d = malloc((size_t)rows * cols * sizeof(float));
     pq_test_fill(w, (size_t)rows * cols, 0.05f);
-    pq_scheme sc = {PQ_SCHEME_W4A16, 4, 0, 32, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+    pq_scheme sc = {PQ_SCHEME_W4A16, 4, 0, 32, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
     pq_qtensor q;
     rtn_new(w, rows, cols, &sc, PQ_DT_F16, "w", NULL, &q, NULL);
     pq_linear L = pq_qtensor_linear(&q);
@@ -257,7 +257,7 @@ static pq_status rtn_install(test_method *t, int layer, int s, pq_layer *L) {
     const pq_linear *src = &t->m->layers[layer].lin[s];
     float *w = malloc((size_t)src->rows * src->cols * sizeof(float));
     pq_linear_rows(src, 0, src->rows, w);
-    pq_scheme sc = {PQ_SCHEME_W4A16, 4, 0, 32, 0, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+    pq_scheme sc = {PQ_SCHEME_W4A16, 4, 0, 32, 0, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
     pq_qtensor_free(&t->q[layer][s]);
     pq_status st = rtn_new(w, src->rows, src->cols, &sc, PQ_DT_F16, "t", NULL, &t->q[layer][s], NULL);
     free(w);

@@ -585,7 +585,7 @@ static void check_fixture_generation(void) {
 // threads, decode == prefill.
 static void check_smollm2_shaped(void) {
     pq_config c = pq_test_smollm2_config(4);
-    pq_scheme w4 = {PQ_SCHEME_W4A16, 4, 0, 64, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+    pq_scheme w4 = {PQ_SCHEME_W4A16, 4, 0, 64, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
     pq_model *m;
     pq_qtensor *q = NULL;
     if (pq_model_random(&c, PQ_DENSE_F16, 7, &m) != PQ_OK) {

@@ -224,7 +224,7 @@ static void plain_gptq(const float *w, int rows, int cols, const float *hf, cons
         for (int r = 0; r < rows; r++) {
             for (int c = 0; c < n; c++) f[c] = dead[c] ? 0 : w[(size_t)r * n + c];
             for (int g = 0; g < ng; g++)
-                pq_rtn_group_params(f + g * G, g * G + G < n ? G : n - g * G, p->bits, p->sym, PQ_DT_F16,
+                pq_rtn_group_params(f + g * G, g * G + G < n ? G : n - g * G, p->bits, p->sym, p->observer, PQ_DT_F16,
                                     &scales[(size_t)r * ng + g], &zeros[(size_t)r * ng + g]);
         }
     for (int i = 0; i < n; i++)
@@ -234,7 +234,7 @@ static void plain_gptq(const float *w, int rows, int cols, const float *hf, cons
             if ((!p->static_groups || G == cols) && i % G == 0) {
                 int len = i + G < n ? G : n - i;
                 for (int c = 0; c < len; c++) f[c] = (float)Wr[i + c];
-                pq_rtn_group_params(f, len, p->bits, p->sym, PQ_DT_F16, &scales[(size_t)r * ng + g], &zeros[(size_t)r * ng + g]);
+                pq_rtn_group_params(f, len, p->bits, p->sym, p->observer, PQ_DT_F16, &scales[(size_t)r * ng + g], &zeros[(size_t)r * ng + g]);
             }
             float sc = scales[(size_t)r * ng + g], z = zeros[(size_t)r * ng + g];
             float code = pq_rtn_code((float)Wr[i], sc, z, p->bits);
@@ -295,7 +295,7 @@ static void test_beats_rtn(pq_pool *pool) {
                 pq_gptq_params p = pq_gptq_default_params();
                 p.bits = bits[b], p.group = groups[g], p.act_order = act;
                 gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
-                pq_scheme s = {PQ_SCHEME_W4A16, bits[b], 0, groups[g] ? groups[g] : PQ_GROUP_CHANNEL, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+                pq_scheme s = {PQ_SCHEME_W4A16, bits[b], 0, groups[g] ? groups[g] : PQ_GROUP_CHANNEL, 1, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
                 pq_qtensor qr;
                 pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", pool, &qr, NULL);
                 double eg = 1, er = 0;
@@ -387,9 +387,10 @@ static void test_damp_and_degenerate(pq_pool *pool) {
 // GPTQ with H = I: RTN's scales and zeros (pq_rtn_group_params at each group
 // start), each code RTN's f32 rounding of the weight (pq_rtn_code).
 static void test_identity_is_rtn(pq_pool *pool) {
-    struct { int cols, group, bits, sym, act, stat; } cs[] = {
-        {64, 32, 4, 1, 0, 0}, {172, 32, 4, 0, 1, 0}, {172, 64, 3, 1, 0, 1}, {100, 0, 2, 0, 1, 0}, {96, 32, 8, 1, 1, 1},
-        {130, 128, 5, 0, 0, 0},
+    struct { int cols, group, bits, sym, act, stat, mse; } cs[] = {
+        {64, 32, 4, 1, 0, 0, 0}, {172, 32, 4, 0, 1, 0, 0}, {172, 64, 3, 1, 0, 1, 0}, {100, 0, 2, 0, 1, 0, 0},
+        {96, 32, 8, 1, 1, 1, 0}, {130, 128, 5, 0, 0, 0, 0}, {172, 64, 4, 1, 0, 0, 1}, {172, 32, 4, 0, 1, 1, 1},
+        {130, 0, 3, 1, 1, 0, 1},
     };
     int rows = 40;
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
@@ -400,8 +401,9 @@ static void test_identity_is_rtn(pq_pool *pool) {
         pq_gptq_params p = pq_gptq_default_params();
         p.bits = cs[k].bits, p.group = cs[k].group, p.sym = cs[k].sym, p.act_order = cs[k].act;
         p.static_groups = cs[k].stat;
+        p.observer = cs[k].mse ? PQ_OBSERVER_MSE : PQ_OBSERVER_MINMAX;
         gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
-        pq_scheme s = {PQ_SCHEME_W4A16, p.bits, 0, p.group ? p.group : PQ_GROUP_CHANNEL, p.sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+        pq_scheme s = {PQ_SCHEME_W4A16, p.bits, 0, p.group ? p.group : PQ_GROUP_CHANNEL, p.sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, p.observer, 0};
         pq_qtensor q;
         pq_status st = rtn_new(w, rows, cols, &s, PQ_DT_F16, "rtn", NULL, &q, NULL);
         // RTN's scales and zeros; its codes recomputed in f32 from the unrounded
@@ -419,8 +421,9 @@ static void test_identity_is_rtn(pq_pool *pool) {
         int same = r.st == PQ_OK && st == PQ_OK && memcmp(r.q.packed, q.packed, words * 4) == 0 &&
                    memcmp(r.q.scales, q.scales, (size_t)q.nscales * sizeof(float)) == 0 &&
                    (p.sym || memcmp(r.q.zeros, q.zeros, (size_t)q.nscales) == 0);
-        PQ_CHECK(same, "H = I: GPTQ == RTN scales and zeros, codes rounded in f32 (%d cols, group %d, %d-bit %s%s%s)", cols, p.group,
-                 p.bits, p.sym ? "sym" : "asym", p.act_order ? ", act-order" : "", p.static_groups ? ", static" : "");
+        PQ_CHECK(same, "H = I: GPTQ == RTN scales and zeros, codes rounded in f32 (%d cols, group %d, %d-bit %s%s%s%s)", cols,
+                 p.group, p.bits, p.sym ? "sym" : "asym", p.act_order ? ", act-order" : "",
+                 p.static_groups ? ", static" : "", cs[k].mse ? ", mse observer" : "");
         if (st == PQ_OK) pq_qtensor_free(&q);
         free_run(&r);
         free(w); free(h);

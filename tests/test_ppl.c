@@ -36,7 +36,7 @@ static void check_dataset(pq_engine *e, const pq_tokenizer *tok, json_t *ds, con
     int nw = pq_ppl_window_count(n, &p);
     double *wnll = malloc((size_t)nw * sizeof(double));
     pq_ppl_result r;
-    s = pq_ppl_run(e, 512, ids, n, &p, NULL, NULL, wnll, &r);
+    s = pq_ppl_run(e, NULL, NULL, 512, ids, n, &p, NULL, NULL, wnll, &r);
     PQ_CHECK(s == PQ_OK, "%s: ppl runs (%s)", name, pq_last_error());
     double want_ppl = json_number_value(json_object_get(ds, "ppl"));
     double want_nll = json_number_value(json_object_get(ds, "total_nll"));
@@ -71,12 +71,12 @@ static void check_llamacpp_windows(pq_engine *e) {
     pq_ppl_params p = {PQ_PPL_LLAMACPP, 32, 1, 1, 0};
     PQ_CHECK(pq_ppl_window_count(100, &p) == 3, "llamacpp: (1 BOS + 100) / 32 = 3 windows");
     pq_ppl_result r;
-    pq_status s = pq_ppl_run(e, 512, ids, 100, &p, NULL, NULL, NULL, &r);
+    pq_status s = pq_ppl_run(e, NULL, NULL, 512, ids, 100, &p, NULL, NULL, NULL, &r);
     PQ_CHECK(s == PQ_OK && r.n_scored == 3 * 15, "llamacpp: scores ctx/2 - 1 = 15 tokens per window (%lld)", r.n_scored);
     pq_ppl_params g = {PQ_PPL_GPTQ, 32, 0, 1, 2};
-    s = pq_ppl_run(e, 512, ids, 100, &g, NULL, NULL, NULL, &r);
+    s = pq_ppl_run(e, NULL, NULL, 512, ids, 100, &g, NULL, NULL, NULL, &r);
     PQ_CHECK(s == PQ_OK && r.n_windows == 2 && r.n_scored == 2 * 31, "gptq without BOS, max 2 windows: 62 tokens scored");
-    s = pq_ppl_run(e, 512, ids, 20, &g, NULL, NULL, NULL, &r);
+    s = pq_ppl_run(e, NULL, NULL, 512, ids, 20, &g, NULL, NULL, NULL, &r);
     PQ_CHECK(s == PQ_ERR_ARG && strstr(pq_last_error(), "fewer than one window"), "text shorter than a window refused (%s)",
              pq_last_error());
 }

@@ -19,7 +19,7 @@ static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s,
 }
 
 static pq_scheme int_scheme(int bits, int group, int sym) {
-    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, 0};
+    return (pq_scheme){PQ_SCHEME_W4A16, bits, 0, group, sym, PQ_ACT_NONE, PQ_ACTORDER_NONE, PQ_OBSERVER_MINMAX, 0};
 }
 
 // The dequantized matrix of q as the engine's specification computes it.
@@ -142,33 +142,33 @@ static void test_dtype_rounding(void) {
     // sym: s = F16(1 / 7.5) = 0.13330078125; 0.60009765625 / s = 4.50183 in
     // f32 (code 5), 4.5 in F16: the tie goes to the even 4
     const float g1[2] = {1.0f, 0.60009765625f};
-    PQ_CHECK(pq_rtn_group_params(g1, 2, 4, 1, PQ_DT_F16, &sc, &z) && sc == 0.13330078125f && z == 0 &&
+    PQ_CHECK(pq_rtn_group_params(g1, 2, 4, 1, PQ_OBSERVER_MINMAX, PQ_DT_F16, &sc, &z) && sc == 0.13330078125f && z == 0 &&
                  pq_rtn_code_dtype(g1[1], sc, z, 4, PQ_DT_F16) == 4 && pq_rtn_code(g1[1], sc, z, 4) == 5,
              "F16 sym: w / s = 4.5018 rounds to 4.5 in F16 and ties to even 4 (f32: 5); scale %.11g", sc);
     // 0.05999755859375 / F16(0.300048828125 / 7.5) = 1.49962 in f32 (code 1),
     // 1.5 in F16: ties to even 2
     const float g2[2] = {0.300048828125f, 0.05999755859375f};
-    PQ_CHECK(pq_rtn_group_params(g2, 2, 4, 1, PQ_DT_F16, &sc, &z) && sc == 0.040008544921875f &&
+    PQ_CHECK(pq_rtn_group_params(g2, 2, 4, 1, PQ_OBSERVER_MINMAX, PQ_DT_F16, &sc, &z) && sc == 0.040008544921875f &&
                  pq_rtn_code_dtype(g2[1], sc, z, 4, PQ_DT_F16) == 2 && pq_rtn_code(g2[1], sc, z, 4) == 1,
              "F16 sym: w / s = 1.4996 rounds up to 1.5 in F16 and ties to 2 (f32: 1); scale %.11g", sc);
     // asym: hi - lo = 1.00037 is 1 in F16, s = F16(1 / 15) = 0.066650390625
     // (in f64 then rounded: 0.06671142578125)
     const float g3[3] = {-0.000370025634765625f, 1.0f, 0.31005859375f};
-    PQ_CHECK(pq_rtn_group_params(g3, 3, 4, 0, PQ_DT_F16, &sc, &z) && sc == 0.066650390625f && z == -8 &&
+    PQ_CHECK(pq_rtn_group_params(g3, 3, 4, 0, PQ_OBSERVER_MINMAX, PQ_DT_F16, &sc, &z) && sc == 0.066650390625f && z == -8 &&
                  pq_rtn_code_dtype(g3[2], sc, z, 4, PQ_DT_F16) == -3,
              "F16 asym: hi - lo rounded to F16 before / 15: scale %.11g (0.066650390625), zero %g, code -3", sc, z);
     // asym zero point: -8 - lo / s = -6.50165 in f32 (z = -7), -6.5 in F16: z = -6
     const float g4[2] = {-0.11102294921875f, 1.0f};
-    PQ_CHECK(pq_rtn_group_params(g4, 2, 4, 0, PQ_DT_F16, &sc, &z) && sc == 0.0740966796875f && z == -6,
+    PQ_CHECK(pq_rtn_group_params(g4, 2, 4, 0, PQ_OBSERVER_MINMAX, PQ_DT_F16, &sc, &z) && sc == 0.0740966796875f && z == -6,
              "F16 asym: -8 - lo / s = -6.5 in F16, zero point ties to even -6 (f32: -7): scale %.11g zero %g", sc, z);
     // BF16: hi - lo = 1.00406 is 1.0078125 in BF16, s = BF16(1.0078125 / 15)
     const float g5[3] = {-0.004058837890625f, 1.0f, 0.310546875f};
-    PQ_CHECK(pq_rtn_group_params(g5, 3, 4, 0, PQ_DT_BF16, &sc, &z) && sc == 0.0673828125f && z == -8 &&
+    PQ_CHECK(pq_rtn_group_params(g5, 3, 4, 0, PQ_OBSERVER_MINMAX, PQ_DT_BF16, &sc, &z) && sc == 0.0673828125f && z == -8 &&
                  pq_rtn_code_dtype(g5[2], sc, z, 4, PQ_DT_BF16) == -3,
              "BF16 asym: scale %.11g (0.0673828125; f64 then rounded: 0.06689453125), zero %g", sc, z);
     // a zero group: scale eps of the dtype, zero point 0
     const float g6[4] = {0, 0, 0, 0};
-    PQ_CHECK(pq_rtn_group_params(g6, 4, 4, 0, PQ_DT_F16, &sc, &z) && sc == 0x1p-10f && z == 0,
+    PQ_CHECK(pq_rtn_group_params(g6, 4, 4, 0, PQ_OBSERVER_MINMAX, PQ_DT_F16, &sc, &z) && sc == 0x1p-10f && z == 0,
              "F16 asym zero group: scale F16 eps 2^-10, zero 0 (%g %g)", sc, z);
     // FP8: s = F16(1 / 448) = 0.002231597900390625; 0.0026493072509765625 / s
     // = 1.18718 in f32 (E4M3 0x39 = 1.125), 1.1875 in F16: the E4M3 tie goes to
@@ -350,6 +350,63 @@ static void test_schemes(void) {
     }
 }
 
+// The mse observer: on random (Gaussian-like and heavy-tailed) weights, per
+// group its |w - w'|^2.4 is never above minmax's and is the least over the
+// shrink candidates recomputed here; over the matrix its squared error is
+// below minmax's; identical serially and on 3 threads.
+static void test_mse_observer(void) {
+    int rows = 61, cols = 256;
+    float *w = malloc((size_t)rows * cols * sizeof(float));
+    pq_test_fill(w, (size_t)rows * cols, 0.02f);
+    for (int k = 0; k < rows * cols; k += 97) w[k] *= 6; // a few outliers, where shrinking pays
+    pq_pool *pool;
+    PQ_CHECK(pq_pool_create(3, &pool) == PQ_OK, "pool of 3 threads");
+    for (int v = 0; v < 3; v++) {
+        int bits = v == 2 ? 3 : 4, sym = v != 1, group = 32;
+        pq_scheme s = int_scheme(bits, group, sym), m = s;
+        m.observer = PQ_OBSERVER_MSE;
+        pq_qtensor a, b, c;
+        double ea, eb, ec;
+        int ok = rtn_new(w, rows, cols, &s, PQ_DT_F16, "minmax", NULL, &a, &ea) == PQ_OK &&
+                 rtn_new(w, rows, cols, &m, PQ_DT_F16, "mse", NULL, &b, &eb) == PQ_OK &&
+                 rtn_new(w, rows, cols, &m, PQ_DT_F16, "mse", pool, &c, &ec) == PQ_OK;
+        int never_worse = ok, least = ok, shrunk = 0;
+        for (int r = 0; ok && r < rows; r++)
+            for (int g = 0; g < cols / group; g++) {
+                const float *wg = w + (size_t)r * cols + g * group;
+                size_t k = (size_t)r * (cols / group) + g;
+                float za = a.zeros ? (float)(a.zeros[k] - (1 << (bits - 1))) : 0;
+                float zb = b.zeros ? (float)(b.zeros[k] - (1 << (bits - 1))) : 0;
+                double la = pq_rtn_group_lp_error(wg, group, bits, a.scales[k], za);
+                double lb = pq_rtn_group_lp_error(wg, group, bits, b.scales[k], zb);
+                never_worse &= lb <= la;
+                shrunk += b.scales[k] != a.scales[k];
+                float shrunk_w[32]; // every candidate: minmax of the weights scaled by p (the range [p lo, p hi])
+                for (int i = 0; i < PQ_MSE_STEPS; i++) {
+                    double p = 1.0 - i / 100.0;
+                    for (int c = 0; c < group; c++) shrunk_w[c] = (float)(p * wg[c]);
+                    float sc = 0, z = 0;
+                    if (!pq_rtn_group_params(shrunk_w, group, bits, sym, PQ_OBSERVER_MINMAX, PQ_DT_F16, &sc, &z))
+                        continue;
+                    least &= lb <= pq_rtn_group_lp_error(wg, group, bits, sc, z);
+                }
+            }
+        char d[64];
+        pq_scheme_describe(&m, d, sizeof d);
+        PQ_CHECK(never_worse && least && shrunk > 0,
+                 "%s: per group |dw|^2.4 <= minmax's and the least of the 20 shrinks (%d of %d groups shrunk)", d,
+                 shrunk, rows * cols / group);
+        PQ_CHECK(ok && eb < ea, "%s: squared error %.4e < minmax's %.4e", d, eb, ea);
+        PQ_CHECK(ok && same_qtensor(&b, &c) && eb == ec, "%s: identical serially and on 3 threads", d);
+        pq_qtensor_free(&a), pq_qtensor_free(&b), pq_qtensor_free(&c);
+    }
+    pq_scheme f;
+    pq_scheme_make("w4a16", 64, 1, &f);
+    PQ_CHECK(f.observer == PQ_OBSERVER_MINMAX, "schemes start with the minmax observer");
+    pq_pool_free(pool);
+    free(w);
+}
+
 int main(void) {
     pq_test_seed();
     test_sym_hand();
@@ -362,6 +419,7 @@ int main(void) {
     test_nonfinite();
     test_fp8();
     test_determinism();
+    test_mse_observer();
     test_bits_and_zero();
     test_schemes();
     return pq_test_done();

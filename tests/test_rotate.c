@@ -90,7 +90,7 @@ static double ppl_of(const pq_model *m, const int32_t *ids, size_t n, int bos) {
     PQ_ASSERT(pq_engine_create(m, &ep, &e) == PQ_OK);
     pq_ppl_params pp = {.protocol = PQ_PPL_GPTQ, .ctx = 256, .bos = 1, .bos_id = bos, .max_windows = 20};
     pq_ppl_result r;
-    PQ_ASSERT(pq_ppl_run(e, m->cfg.vocab, ids, n, &pp, NULL, NULL, NULL, &r) == PQ_OK);
+    PQ_ASSERT(pq_ppl_run(e, NULL, NULL, m->cfg.vocab, ids, n, &pp, NULL, NULL, NULL, &r) == PQ_OK);
     pq_engine_free(e);
     return r.ppl;
 }

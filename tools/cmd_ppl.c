@@ -32,6 +32,8 @@ int main_ppl(int argc, char **argv) {
         {.name = "--device", .kind = FLAG_CHOICE, .dst = &device, .help = "where to run", .choices = "auto|cpu|cuda"},
         {.name = "--threads", .kind = FLAG_INT, .dst = &job.nthreads, .help = "CPU threads (0 = all cores)",
              .metavar = "N", .min = 0, .max = PQ_MAX_THREADS},
+        {.name = "--kl-base", .kind = FLAG_STR, .dst = &job.kl_base, .help = "also the KL divergence of MODEL's "
+             "next-token distributions from BASE's (any model pq reads) on the same windows", .metavar = "BASE"},
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json, .help = "print the result as JSON", .value = 1},
     };
     cli_command cmd = {"ppl", "MODEL --text FILE [options]", "Perplexity of MODEL on a text file.", flags,
@@ -53,18 +55,34 @@ int main_ppl(int argc, char **argv) {
     pq_status s = pq_ppl_eval(&job, progress, &bar, &rep);
     if (s != PQ_OK) return cli_fail("ppl", s);
     const pq_ppl_result *r = &rep.r;
+    const pq_kld_result *k = &rep.kl;
     if (json) {
-        return cli_print_json(
-            "ppl", json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:s}", "model", job.model,
-                             "text", job.text, "protocol", protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", "ctx",
-                             rep.ctx, "bos", rep.bos, "ppl", r->ppl, "ppl_stderr", r->ppl_stderr, "nll_total",
-                             r->nll_total, "tokens_scored", (json_int_t)r->n_scored, "windows", r->n_windows,
-                             "text_tokens", (json_int_t)rep.n_text_tokens, "tokens_per_s", r->tokens_per_s, "engine",
-                             rep.engine));
-    } else {
-        printf("PPL = %.4f +/- %.4f  (%lld tokens scored, %d windows of %d%s, %.0f tokens/s, %s)\n", r->ppl,
-               r->ppl_stderr, r->n_scored, r->n_windows, rep.ctx, rep.bos ? " with BOS" : "", r->tokens_per_s,
-               rep.engine);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:s}", "model", job.model,
+                              "text", job.text, "protocol", protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", "ctx",
+                              rep.ctx, "bos", rep.bos, "ppl", r->ppl, "ppl_stderr", r->ppl_stderr, "nll_total",
+                              r->nll_total, "tokens_scored", (json_int_t)r->n_scored, "windows", r->n_windows,
+                              "text_tokens", (json_int_t)rep.n_text_tokens, "tokens_per_s", r->tokens_per_s,
+                              "engine", rep.engine);
+        if (o && rep.has_kl)
+            json_object_set_new(
+                o, "kl_divergence",
+                json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "base",
+                          job.kl_base, "ppl_base", k->ppl_base, "kld_mean", k->mean, "kld_mean_stderr", k->mean_err,
+                          "kld_median", k->median, "kld_p90", k->p90, "kld_p99", k->p99, "kld_p99_9", k->p999,
+                          "kld_max", k->max, "kld_min", k->min, "top1_agreement", k->top1, "top1_agreement_stderr",
+                          k->top1_err, "ln_ppl_ratio", k->ln_ratio, "ln_ppl_ratio_stderr", k->ln_ratio_err,
+                          "ppl_ratio", k->ratio, "ppl_ratio_stderr", k->ratio_err));
+        return cli_print_json("ppl", o);
+    }
+    printf("PPL = %.4f +/- %.4f  (%lld tokens scored, %d windows of %d%s, %.0f tokens/s, %s)\n", r->ppl, r->ppl_stderr,
+           r->n_scored, r->n_windows, rep.ctx, rep.bos ? " with BOS" : "", r->tokens_per_s, rep.engine);
+    if (rep.has_kl) {
+        printf("KL divergence from %s (PPL %.4f), %lld tokens:\n", job.kl_base, k->ppl_base, (long long)k->n);
+        printf("  Mean    KLD: %10.6f +/- %.6f\n  Median  KLD: %10.6f\n  90.0%%   KLD: %10.6f\n"
+               "  99.0%%   KLD: %10.6f\n  99.9%%   KLD: %10.6f\n  Maximum KLD: %10.6f\n",
+               k->mean, k->mean_err, k->median, k->p90, k->p99, k->p999, k->max);
+        printf("  Same top-1:  %6.3f +/- %.3f %%\n  ln(PPL/PPL base): %.6f +/- %.6f\n  PPL/PPL base:     %.6f +/- %.6f\n",
+               100 * k->top1, 100 * k->top1_err, k->ln_ratio, k->ln_ratio_err, k->ratio, k->ratio_err);
     }
     return 0;
 }

@@ -42,6 +42,9 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "(default for every scheme)", .value = 1}},
         {QC, {.name = "--asym", .kind = FLAG_BOOL, .dst = &q->scheme.sym, .help = "asymmetric weights with zero "
              "points (w4a16 only)"}},
+        {QC, {.name = "--observer", .kind = FLAG_CHOICE, .dst = &q->scheme.observer, .help = "integer weight "
+             "scales from each group's min/max, or the shrink of it with the least error (mse)",
+             .choices = "minmax|mse"}},
         {QC, {.name = "--fp8-scale", .kind = FLAG_CHOICE, .dst = &a->fp8_scale, .help = "fp8 weight scales per "
              "output channel or per tensor", .choices = "channel|tensor"}},
         {Q, {.name = "--fallback", .kind = FLAG_BOOL, .dst = &q->scheme.gguf_fallback, .help = "gguf-* schemes: "
@@ -100,9 +103,15 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
         {Q, {.name = "--block-size", .kind = FLAG_INT, .dst = &q->gptq.block_size, .help = "gptq: columns per lazy "
              "batch update", .metavar = "N", .bit = PQ_ARG_BLOCK_SIZE, .min = 1, .max = 65536}},
         {Q, {.name = "--act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq: columns in "
-             "descending order of the Hessian diagonal", .value = 1, .bit = PQ_ARG_ACT_ORDER}},
+             "descending order of the Hessian diagonal (default)", .value = 1, .bit = PQ_ARG_ACT_ORDER}},
+        {Q, {.name = "--no-act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq: columns in "
+             "natural order", .value = 0, .bit = PQ_ARG_ACT_ORDER}},
         {Q, {.name = "--static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq: group "
-             "scales from the unmodified weights", .value = 1, .bit = PQ_ARG_STATIC_GROUPS}},
+             "scales from the unmodified weights, groups in natural order, no g_idx (default)", .value = 1,
+             .bit = PQ_ARG_STATIC_GROUPS}},
+        {Q, {.name = "--no-static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq: group "
+             "scales on the fly; with act-order the groups follow the column order (weight_g_idx)", .value = 0,
+             .bit = PQ_ARG_STATIC_GROUPS}},
         {Q, {.name = "--true-sequential", .kind = FLAG_BOOL, .dst = &q->gptq.true_sequential, .help = "gptq: q/k/v, "
              "o, gate/up, down in turn, each calibrated on the quantized earlier ones", .value = 1,
              .bit = PQ_ARG_TRUE_SEQUENTIAL}},

@@ -57,7 +57,7 @@ j=$out/pq.json
 # ---- determinism -----------------------------------------------------------------
 quantize -o "$TMP/again" $G --group 32 --bits 4 --threads 1 && same_output "$out" "$TMP/again" &&
     ok "a second run with --threads 1: byte-identical files" || fail "rerun differs: $(cat "$TMP/q_err")"
-A="--group 32 --asym --act-order"
+A="--group 32 --asym --act-order --no-static-groups"
 quantize -o "$TMP/ao" $G $A --threads 2 && quantize -o "$TMP/ao1" $G $A --threads 1 && same_output "$TMP/ao" "$TMP/ao1" &&
     ok "act-order asym: --threads 1 and 2 byte-identical" || fail "act-order threads: $(cat "$TMP/q_err")"
 cfg=$TMP/ao/config.json
@@ -72,6 +72,17 @@ quantize -o "$TMP/sg" $G --group 32 --act-order --static-groups &&
     [ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$TMP/sg/config.json")" = weight ] &&
     ! grep -q weight_g_idx "$TMP/sg/model.safetensors" && [ -n "$(ppl_of "$TMP/sg")" ] &&
     ok "act-order + static groups: actorder \"weight\", no g_idx" || fail "static groups: $(cat "$TMP/q_err")"
+# the default is act-order with static groups (llm-compressor's actorder "static"); --no-act-order
+# --no-static-groups is the natural order with group scales on the fly (other codes)
+[ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$out/config.json")" = weight ] &&
+    [ "$(jq '.gptq.act_order and .gptq.static_groups' "$out/pq.json")" = true ] &&
+    quantize -o "$TMP/nat" $G --group 32 --no-act-order --no-static-groups &&
+    head -n 1 "$TMP/q_err" | grep -q "damp 0.01, block 128\$" &&
+    [ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$TMP/nat/config.json")" = null ] &&
+    [ "$(jq '.gptq.act_order or .gptq.static_groups' "$TMP/nat/pq.json")" = false ] &&
+    ! cmp -s "$TMP/nat/model.safetensors" "$out/model.safetensors" &&
+    ok "default: act-order + static groups (actorder \"weight\"); --no-act-order --no-static-groups: natural order, other codes" ||
+    fail "gptq defaults: $(jq -c .gptq "$out/pq.json" "$TMP/nat/pq.json") $(head -n 1 "$TMP/q_err")"
 quantize -o "$TMP/ts" $G --group 32 --true-sequential && ! cmp -s "$TMP/ts/model.safetensors" "$out/model.safetensors" &&
     [ "$(jq .gptq.true_sequential "$TMP/ts/pq.json")" = true ] && [ -n "$(ppl_of "$TMP/ts")" ] &&
     ok "--true-sequential: other codes, recorded in pq.json" || fail "true-sequential: $(cat "$TMP/q_err")"

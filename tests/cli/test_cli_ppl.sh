@@ -16,6 +16,30 @@ fi
 json=$($PQ ppl "$FIXTURE" --text "$TEXT" --bos --ctx 256 --max-windows 2 --json --device cpu 2>/dev/null)
 echo "$json" | grep -q '"ppl": [0-9]' && echo "$json" | grep -q '"tokens_scored": 512' &&
     ok "pq ppl --json" || fail "pq ppl --json: $json"
+# --kl-base: a model against itself is KLD 0 and top-1 100%; a 4-bit RTN copy
+# of it is not; --json carries every statistic
+out=$($PQ ppl "$FIXTURE" --text "$TEXT" --bos --ctx 256 --max-windows 3 --kl-base "$FIXTURE" --device cpu 2>"$TMP/err")
+echo "$out" | grep -q '^  Mean    KLD:   0\.000000 +/- 0\.000000' && echo "$out" | grep -q 'Maximum KLD:   0\.000000' &&
+    echo "$out" | grep -q 'Same top-1:  100\.000 +/- 0\.000 %' && echo "$out" | grep -q 'PPL/PPL base:     1\.000000' &&
+    ok "pq ppl --kl-base: the model against itself is KLD 0, top-1 100%, PPL ratio 1" ||
+    fail "pq ppl --kl-base itself: $out $(cat "$TMP/err")"
+$PQ quantize "$FIXTURE" -o "$TMP/rtn4" --scheme w4a16 --group 32 >/dev/null 2>&1 || fail "quantize for --kl-base"
+json=$($PQ ppl "$TMP/rtn4" --text "$TEXT" --bos --ctx 256 --max-windows 3 --kl-base "$FIXTURE" --json --device cpu 2>"$TMP/err")
+echo "$json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin); k = d["kl_divergence"]
+keys = ["base", "ppl_base", "kld_mean", "kld_mean_stderr", "kld_median", "kld_p90", "kld_p99", "kld_p99_9", "kld_max",
+        "kld_min", "top1_agreement", "top1_agreement_stderr", "ln_ppl_ratio", "ln_ppl_ratio_stderr", "ppl_ratio",
+        "ppl_ratio_stderr"]
+assert all(x in k for x in keys), sorted(k)
+assert 0 < k["kld_mean"] and k["kld_min"] <= k["kld_median"] <= k["kld_p99"] <= k["kld_p99_9"] <= k["kld_max"]
+assert 0 < k["top1_agreement"] < 1 and abs(k["ppl_ratio"] - d["ppl"] / k["ppl_base"]) < 1e-6 * k["ppl_ratio"]
+' && ok "pq ppl --kl-base --json: a W4 RTN model has KLD > 0, top-1 < 100%, ordered percentiles, ratio = PPL / PPL base" ||
+    fail "pq ppl --kl-base --json: $json $(cat "$TMP/err")"
+mkdir -p "$TMP/kb" && cp "$FIXTURE"/*.json "$FIXTURE/model.safetensors" "$TMP/kb/"
+sed 's/"max_position_embeddings": 512/"max_position_embeddings": 128/' "$FIXTURE/config.json" >"$TMP/kb/config.json"
+expect_fail 2 "--kl-base $TMP/kb: vocabulary 512 and context 128" "--kl-base whose context is shorter than the windows" \
+    -- $PQ ppl "$FIXTURE" --text "$TEXT" --ctx 256 --kl-base "$TMP/kb" --device cpu
 $PQ ppl --help | grep -q -- '--protocol gptq|llamacpp' && ok "pq ppl --help lists flags with defaults" || fail "ppl --help"
 $PQ inspect "$FIXTURE" >"$TMP/inspect" 2>&1 && grep -q 'architecture: LlamaForCausalLM' "$TMP/inspect" &&
     grep -q 'parameters:   260032' "$TMP/inspect" && grep -q 'model.layers.4.mlp.down_proj.weight *F16 *\[64, 172\]' "$TMP/inspect" &&
