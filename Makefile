@@ -37,6 +37,11 @@ BENCH_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
 TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/replay_%,$(FUZZ_SRC))
+# tests that must run without undefined behaviour: tests/ubsan_<x>.c linked
+# with a libpq built under UBSan (no CUDA), run by make test as test_ubsan_<x>
+UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
+UBSAN_OBJ := $(patsubst %.c,$(BUILD)/ubsan/obj/%.o,$(LIB_SRC))
+UBSAN_BIN := $(patsubst tests/ubsan_%.c,$(BUILD)/tests/test_ubsan_%,$(wildcard tests/ubsan_*.c))
 
 ifneq ($(NVCC),)
 CU_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
@@ -68,6 +73,26 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/ubsan/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(UBSAN_FLAGS) $(AVX2_FLAGS) -c $< -o $@
+
+$(BUILD)/ubsan/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(UBSAN_FLAGS) $(AVX512_FLAGS) -c $< -o $@
+
+$(BUILD)/ubsan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(UBSAN_FLAGS) -c $< -o $@
+
+$(BUILD)/ubsan/libpq.a: $(UBSAN_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/test_ubsan_%: tests/ubsan_%.c tests/test.h $(BUILD)/ubsan/libpq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(UBSAN_FLAGS) -o $@ $< $(BUILD)/ubsan/libpq.a -ljansson -lzstd -ldl -lm -pthread
+
 $(BUILD)/libpq.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -97,12 +122,12 @@ demo: deps all
 
 test:
 	@sh tools/deps.sh
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY) $(UBSAN_BIN)
 	@PQ_SHARED=$(SHARED) sh tests/run.sh
 
 test-gpu:
 	@sh tools/deps.sh
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY) $(UBSAN_BIN)
 	@PQ_SHARED=$(SHARED) PQ_REQUIRE_GPU=1 sh tests/run.sh
 
 test-oracles:

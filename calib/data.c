@@ -54,6 +54,9 @@ pq_status pq_calib_windows(const int32_t *stream, size_t n, int bos, const pq_ca
         add_note(out, msg);
         len = max_pos;
     }
+    // a context of one position leaves no room for text after a BOS
+    PQ_FAIL_IF(len < (bos >= 0 ? 2 : 1), PQ_ERR_FORMAT, "%s: max_position_embeddings %d leaves no room for a window "
+               "of text after the BOS", name, max_pos);
     size_t text_len = (size_t)len - (bos >= 0), windows = (size_t)p->nsamples;
     PQ_FAIL_IF(n < text_len, PQ_ERR_FORMAT,
                "%s: %zu tokens of text, fewer than one calibration window of %zu (--seqlen %d%s); use a longer "
@@ -85,7 +88,7 @@ pq_status pq_calib_load(const pq_calib_params *p, const pq_tokenizer *tok, int m
     char *text;
     size_t len, n_ids = 0;
     int32_t *ids = NULL;
-    PQ_TRY(pq_file_read(p->path, MAX_TEXT_BYTES, &text, &len));
+    PQ_TRY(pq_text_read(p->path, MAX_TEXT_BYTES, &text, &len));
     pq_sha256 h;
     pq_sha256_init(&h);
     pq_sha256_update(&h, text, len);

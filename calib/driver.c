@@ -248,7 +248,8 @@ static pq_status setup(drv *v) {
     double t0 = pq_now();
     for (size_t t = 0; t < (size_t)v->d->n * len; t++) {
         int id = v->d->tokens[t];
-        PQ_FAIL_IF(id < 0 || id >= c->vocab, PQ_ERR_ARG, "calibration token %d is outside the vocabulary of %d", id,
+        PQ_FAIL_IF(id < 0 || id >= c->vocab, PQ_ERR_FORMAT, "calibration token %d is outside the %d rows of the "
+                   "model's embedding (config.json vocab_size): the tokenizer does not belong to this model", id,
                    c->vocab);
         pq_linear_rows(&v->m->embed, id, 1, v->X + t * c->hidden);
     }

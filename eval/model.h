@@ -34,7 +34,7 @@ typedef struct {
 } pq_layer;
 
 typedef struct {
-    char dir[1024];
+    char dir[4096];
     pq_config cfg;
     pq_st *st;                   // owned, or the GGUF view's
     pq_gguf_hf *gguf;            // a .gguf model: its Hugging Face view (else NULL)
@@ -47,15 +47,27 @@ typedef struct {
     pq_packed_info quant;        // quant.quantized: a compressed-tensors checkpoint, its scheme
     void **owned;                // scales / zero points of quantized linears (pq_free each)
     int n_owned, cap_owned;
+    unsigned char *used;         // per tensor of st: part of the model (while opening)
 } pq_model;
 
 // Opens a model directory or a .gguf file (a regular file starting with
 // "GGUF"). Missing config.json/weights, an unsupported
 // architecture, a missing tensor or one whose dtype/shape disagrees with the
 // config (or, packed, with its quantization_config) all fail with one line
-// naming the file and tensor.
+// naming the file and tensor. So does a tensor the config does not account
+// for (a layer past num_hidden_layers, an o_proj bias without
+// attention_bias, any unknown name): pq would ignore it and quantize would
+// copy it unquantized. Allowed and ignored, as transformers does: the
+// rotary inv_freq buffers old checkpoints carry, and lm_head.weight beside
+// tied embeddings (both shape-checked).
 pq_status pq_model_open(const char *dir, pq_model **out);
 void pq_model_free(pq_model *m); // NULL-safe
+
+// PQ_ERR_NUMERIC naming the first tensor of m's files (in file order) that
+// holds a NaN or Inf -- F32/F16/BF16/F64 weights, FP8 E4M3/E5M2 codes -- and
+// the element; PQ_OK if all are finite. Reads every weight: for explaining a
+// non-finite result, not for every open.
+pq_status pq_model_check_finite(const pq_model *m);
 
 
 // Layer l's linear in slot s (l < cfg.n_layers; borrowed, valid while m is).

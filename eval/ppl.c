@@ -86,7 +86,7 @@ pq_status pq_ppl_run(pq_engine *e, int vocab, const int32_t *tokens, size_t n_to
             for (int r = 0; r < rows; r++) {
                 int tgt = b.target[r0 + r];
                 if (tgt < 0) continue;
-                PQ_CHECK_GOTO(tgt >= vocab, s, PQ_ERR_ARG, "token id %d outside the vocabulary of %d", tgt, vocab);
+                PQ_CHECK_GOTO(tgt >= vocab, s, PQ_ERR_FORMAT, "token id %d outside the vocabulary of %d", tgt, vocab);
                 double nll = nll_of(b.logits + (size_t)r * vocab, vocab, tgt);
                 PQ_CHECK_GOTO(!isfinite(nll), s, PQ_ERR_NUMERIC, "window %d position %d: non-finite logits", w,
                               r0 + r);
@@ -138,9 +138,18 @@ pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud,
     if (ctx == 0) ctx = job->protocol == PQ_PPL_GPTQ ? 2048 : 512;
     if (ctx > max_pos) ctx = max_pos;
     int bos = job->bos >= 0 ? job->bos : job->protocol == PQ_PPL_LLAMACPP ? pq_tok_adds_bos(tok) : 0;
-    PQ_TRY_GOTO(s, pq_file_read(job->text, (size_t)1 << 32, &text, &len));
+    PQ_TRY_GOTO(s, pq_text_read(job->text, (size_t)1 << 32, &text, &len));
     s = pq_tok_encode(tok, text, len, 0, &ids, &n_ids);
     if (s != PQ_OK) { pq_fail_context(s, "%s", job->text); goto done; }
+    // a tokenizer that maps text past the model's embedding rows belongs to
+    // another model: a bad input (exit 1), not a bad argument
+    for (size_t i = 0; i < n_ids; i++)
+        PQ_CHECK_GOTO(ids[i] >= m->cfg.vocab, s, PQ_ERR_FORMAT, "%s/tokenizer.json: %s encodes to id %d ('%.40s'), "
+                      "outside the %d rows of the model's embedding (config.json vocab_size)", job->model, job->text,
+                      (int)ids[i], pq_tok_piece(tok, ids[i]) ? pq_tok_piece(tok, ids[i]) : "?", m->cfg.vocab);
+    PQ_CHECK_GOTO(bos && pq_tok_bos(tok) >= m->cfg.vocab, s, PQ_ERR_FORMAT, "%s/tokenizer.json: BOS id %d is outside "
+                  "the %d rows of the model's embedding (config.json vocab_size)", job->model, pq_tok_bos(tok),
+                  m->cfg.vocab);
     pq_engine_params ep = pq_engine_default_params();
     ep.max_ctx = ctx;
     ep.device = job->device;
@@ -150,6 +159,9 @@ pq_status pq_ppl_eval(const pq_ppl_job *job, pq_ppl_progress progress, void *ud,
     PQ_CHECK_GOTO(pq_ppl_window_count(n_ids, &pp) < 1, s, PQ_ERR_FORMAT,
                   "%s: the text has %zu tokens, fewer than one window of %d", job->text, n_ids, ctx);
     s = pq_ppl_run(e, m->cfg.vocab, ids, n_ids, &pp, progress, ud, NULL, &out->r);
+    // non-finite logits: a NaN or Inf weight is named; only finite weights
+    // leave the activations (and the text) to blame
+    if (s == PQ_ERR_NUMERIC && pq_model_check_finite(m) != PQ_OK) goto done;
     if (s != PQ_OK) { pq_fail_context(s, "%s", job->text); goto done; }
     out->n_text_tokens = n_ids;
     out->ctx = ctx;

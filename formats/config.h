@@ -4,7 +4,11 @@
 // Qwen2ForCausalLM (q/k/v bias). Anything else is refused by name. Every
 // field is type-checked and range-checked; sizes must be consistent
 // (hidden = heads x head_dim unless head_dim is given, heads divisible by
-// kv heads).
+// kv heads). The sizes are required; other fields absent from the file take
+// the defaults of transformers' config class for the architecture; a field
+// pq cannot honour (a RoPE type, partial_rotary_factor, mlp_bias) is refused
+// by name rather than ignored. RoPE is read from "rope_theta" +
+// "rope_scaling" (transformers 4) or "rope_parameters" (transformers 5).
 #ifndef PQ_CONFIG_H
 #define PQ_CONFIG_H
 
@@ -29,6 +33,7 @@ typedef struct {
     float rope_theta;        // rope_theta (10000 if absent)
     int tie_embeddings;      // tie_word_embeddings
     int qkv_bias;            // Qwen2 always; Llama "attention_bias"
+    int o_bias;              // Llama "attention_bias" (o_proj has a bias too; Qwen2's has none)
     int sliding_window;      // Mistral/Qwen2 window (0 = none or disabled)
     int window_from_layer;   // the window applies to layers >= this (Qwen2's max_window_layers; 0 otherwise)
     int bos_id, eos_id;      // -1 if absent

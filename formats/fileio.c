@@ -57,21 +57,58 @@ int pq_dir_exists(const char *path) {
     return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+int pq_path_exists(const char *path) {
+    struct stat sb;
+    return path && lstat(path, &sb) == 0;
+}
+
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+// Opens path non-blocking to look at it, then makes *fd blocking. A FIFO
+// (when allowed) is reopened blocking so a writer that has not opened it yet
+// is waited for, not read as an empty stream; it must be the same FIFO.
+static pq_status open_input(const char *path, int allow_fifo, int *fd) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    PQ_FAIL_IF(*fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb, again;
+    int flags;
+    pq_status st = PQ_OK;
+    if (fstat(*fd, &sb) != 0) st = PQ_FAIL(PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (allow_fifo && S_ISFIFO(sb.st_mode)) {
+        close(*fd);
+        *fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (*fd < 0) st = PQ_FAIL(PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        else if (fstat(*fd, &again) != 0 || again.st_dev != sb.st_dev || again.st_ino != sb.st_ino)
+            st = PQ_FAIL(PQ_ERR_IO, "%s: changed while being opened", path);
+    } else if (!S_ISREG(sb.st_mode)) st = PQ_FAIL(PQ_ERR_IO, "%s: is %s, not a regular file", path, kind_of(sb.st_mode));
+    else if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        st = PQ_FAIL(PQ_ERR_IO, "%s: fcntl failed: %s", path, strerror(errno));
+    if (st != PQ_OK && *fd >= 0) close(*fd);
+    if (st != PQ_OK) *fd = -1;
+    return st;
+}
+
+pq_status pq_open_regular(const char *path, int *fd) {
+    return open_input(path, 0, fd);
+}
+
+static pq_status read_input(const char *path, int allow_fifo, size_t max_bytes, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
     pq_status st = PQ_OK;
     char *buf = NULL;
     size_t n = 0, cap = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    PQ_TRY(open_input(path, allow_fifo, &fd));
     struct stat sb;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    PQ_CHECK_GOTO(S_ISDIR(sb.st_mode), st, PQ_ERR_IO, "%s: is a directory, not a file", path);
-    PQ_CHECK_GOTO(S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > max_bytes, st, PQ_ERR_IO,
-                  "%s: %lld bytes, more than the %zu allowed", path, (long long)sb.st_size, max_bytes);
-    // the size is a hint only (pipes and /proc files report 0): read to EOF
-    cap = S_ISREG(sb.st_mode) ? (size_t)sb.st_size + 2 : 4096; // +2: the NUL and the EOF probe
+    PQ_CHECK_GOTO((uint64_t)sb.st_size > max_bytes, st, PQ_ERR_IO, "%s: %lld bytes, more than the %zu allowed", path,
+                  (long long)sb.st_size, max_bytes);
+    // the size is a hint only (/proc files report 0, a file may grow): read to EOF
+    cap = (size_t)sb.st_size + 2; // +2: the NUL and the EOF probe
     for (;;) {
         if (n + 1 >= cap) {
             size_t ncap = cap * 2;
@@ -98,6 +135,14 @@ done:
     free(buf);
     close(fd);
     return st;
+}
+
+pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+    return read_input(path, 0, max_bytes, data, len);
+}
+
+pq_status pq_text_read(const char *path, size_t max_bytes, char **data, size_t *len) {
+    return read_input(path, 1, max_bytes, data, len);
 }
 
 pq_status pq_fd_write_all(int fd, const void *data, size_t len, const char *path) {
@@ -180,8 +225,8 @@ pq_status pq_file_copy_atomic(const char *src, const char *dst) {
     pq_status st = PQ_OK;
     enum { CHUNK = 1 << 20 };
     char *buf = NULL;
-    int out = -1, in = open(src, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(in < 0, PQ_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    int out = -1, in;
+    PQ_TRY(pq_open_regular(src, &in));
     buf = malloc(CHUNK);
     PQ_CHECK_GOTO(!buf, st, PQ_ERR_NOMEM, "%s: out of memory for a copy buffer", src);
     out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -12,22 +12,39 @@
 
 #include "common/status.h"
 
-// Reads a whole file into a NUL-terminated malloc'd buffer (*len excludes
-// the NUL). Fails with PQ_ERR_IO naming the file if it cannot be read or is
-// larger than max_bytes. On error *data is NULL.
+// Opens path for reading if it is a regular file (after following links):
+// a FIFO, a device (a link to /dev/zero), a socket or a directory is
+// PQ_ERR_IO naming the path and what it is -- never read, never waited on
+// (a FIFO is opened non-blocking to be looked at). *fd is then blocking.
+pq_status pq_open_regular(const char *path, int *fd);
+
+// Reads a whole regular file into a NUL-terminated malloc'd buffer (*len
+// excludes the NUL). Fails with PQ_ERR_IO naming the file if it cannot be
+// read, is not a regular file, or is larger than max_bytes. On error *data
+// is NULL.
 pq_status pq_file_read(const char *path, size_t max_bytes, char **data, size_t *len);
+
+// pq_file_read for a text stream (--text, --calib): a FIFO is read too, as
+// any Unix tool reads `<(zcat wiki.txt.gz)`, waiting for its writer; the cap
+// bounds it. Devices, sockets and directories are refused as above.
+pq_status pq_text_read(const char *path, size_t max_bytes, char **data, size_t *len);
 
 // Writes data to path atomically (tmp + fsync + rename + fsync dir).
 pq_status pq_file_write_atomic(const char *path, const void *data, size_t len);
 
-// Copies src to dst atomically.
+// Copies the regular file src to dst atomically.
 pq_status pq_file_copy_atomic(const char *src, const char *dst);
 
 // fsyncs the directory dir, making a rename or create inside it durable.
 pq_status pq_fsync_dir(const char *dir);
 
+// A regular file / a directory (after following links) is at path.
 int pq_file_exists(const char *path);
 int pq_dir_exists(const char *path);
+// Anything is at path: a file of any type, or a link (even a dangling
+// one). For optional inputs: present but unreadable must be an error, not
+// "absent".
+int pq_path_exists(const char *path);
 
 // Joins dir and name with one '/' into out (PQ_ERR_ARG if it does not fit).
 pq_status pq_path_join(char *out, size_t cap, const char *dir, const char *name);

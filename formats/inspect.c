@@ -42,7 +42,7 @@ static pq_status read_config(const char *dir, pq_inspect_report *r) {
     char path[PATH_CAP], *text;
     size_t len;
     PQ_TRY(pq_path_join(path, sizeof path, dir, "config.json"));
-    if (!pq_file_exists(path)) return PQ_OK;
+    if (!pq_path_exists(path)) return PQ_OK; // present but not a regular file: the load refuses it
     PQ_TRY(pq_config_load(path, &r->cfg));
     r->has_config = 1;
     r->params = pq_config_param_count(&r->cfg);

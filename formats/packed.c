@@ -176,10 +176,15 @@ done:
 
 static const char *file_of(const pq_st *st, const pq_tensor *t) { return pq_st_file_path(st, t->file); }
 
+static void note_used(pq_packed_owned *own, const pq_tensor *t) {
+    PQ_ASSERT(own->n_used < PQ_PACKED_MAX_USED);
+    own->used[own->n_used++] = t;
+}
+
 // The scale tensor M.<suffix> of module (any float dtype), shape [n0, n1]
 // or, when vec_ok (n1 == 1), also [n0] or a scalar holding n0 elements; as f32.
 static pq_status load_scales(const pq_st *st, const char *module, const char *suffix, int64_t n0, int64_t n1,
-                             int vec_ok, float **out) {
+                             int vec_ok, float **out, pq_packed_owned *own) {
     char name[NAME_CAP];
     PQ_TRY(tensor_name(name, module, suffix));
     const pq_tensor *t = pq_st_find(st, name);
@@ -204,16 +209,8 @@ static pq_status load_scales(const pq_st *st, const char *module, const char *su
         }
     }
     *out = s;
+    note_used(own, t);
     return PQ_OK;
-}
-
-// t's data as an aligned pointer: the mapping itself, or an owned copy.
-static const void *aligned(const pq_tensor *t, size_t align, void **copy) {
-    *copy = NULL;
-    if ((uintptr_t)t->data % align == 0) return t->data;
-    *copy = pq_alloc(t->nbytes);
-    if (*copy) memcpy(*copy, t->data, t->nbytes);
-    return *copy;
 }
 
 // The file's bit-stream codes (tensor t) repacked into the kernel layout
@@ -233,7 +230,7 @@ static const uint32_t *kernel_codes(const pq_tensor *t, int rows, int cols, int 
 }
 
 // weight_shape: I64 (what compressed-tensors writes) or I32 [2] = [rows, cols].
-static pq_status check_shape_tensor(const pq_st *st, const char *module, int rows, int cols) {
+static pq_status check_shape_tensor(const pq_st *st, const char *module, int rows, int cols, pq_packed_owned *own) {
     char name[NAME_CAP];
     PQ_TRY(tensor_name(name, module, "weight_shape"));
     const pq_tensor *t = pq_st_find(st, name);
@@ -248,6 +245,7 @@ static pq_status check_shape_tensor(const pq_st *st, const char *module, int row
     PQ_FAIL_IF(v[0] != rows || v[1] != cols, PQ_ERR_FORMAT,
                "%s: tensor '%s' is [%lld, %lld], config.json implies [%d, %d]", file_of(st, t), name,
                (long long)v[0], (long long)v[1], rows, cols);
+    note_used(own, t);
     return PQ_OK;
 }
 
@@ -261,16 +259,22 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
     int64_t packed[2] = {rows, dense_words(cols, bits)}, zshape[2] = {zp_rows(rows, bits), ng};
     PQ_TRY(tensor_name(name, module, "weight_packed"));
     PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, packed, &t));
-    const uint32_t *codes = same_layout(bits) ? aligned(t, 4, &own->p[0]) : kernel_codes(t, rows, cols, bits, &own->p[0]);
+    note_used(own, t);
+    // pq_st aligns every tensor to its dtype: the 2/4/8-bit codes are used in place
+    const uint32_t *codes = same_layout(bits) ? t->data : kernel_codes(t, rows, cols, bits, &own->p[0]);
     PQ_FAIL_IF(!codes, PQ_ERR_NOMEM, "%s: out of memory", name);
-    PQ_TRY(check_shape_tensor(st, module, rows, cols));
+    PQ_TRY(check_shape_tensor(st, module, rows, cols, own));
     float *scales;
-    PQ_TRY(load_scales(st, module, "weight_scale", rows, ng, 0, &scales));
+    PQ_TRY(load_scales(st, module, "weight_scale", rows, ng, 0, &scales, own));
     own->p[1] = scales;
     uint8_t *zeros = NULL;
+    PQ_TRY(tensor_name(name, module, "weight_zero_point"));
+    t = pq_st_find(st, name);
+    PQ_FAIL_IF(s->sym && t, PQ_ERR_FORMAT, "%s: tensor '%s' is present, but quantization_config says symmetric: true "
+               "(a symmetric checkpoint has no zero points; which one is wrong?)", file_of(st, t), name);
     if (!s->sym) {
-        PQ_TRY(tensor_name(name, module, "weight_zero_point"));
         PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 2, zshape, &t));
+        note_used(own, t);
         zeros = own->p[2] = pq_alloc((size_t)rows * ng);
         PQ_FAIL_IF(!zeros, PQ_ERR_NOMEM, "%s: out of memory", name);
         uint32_t *col = pq_alloc((size_t)zshape[0] * sizeof(uint32_t));
@@ -281,13 +285,20 @@ static pq_status load_qpack(const pq_st *st, const pq_packed_info *info, const c
         }
         pq_free(col);
     }
+    // act-order: compressed-tensors stores weight_g_idx exactly for actorder "group"
     const int32_t *g_idx = NULL;
     PQ_TRY(tensor_name(name, module, "weight_g_idx"));
-    if (pq_st_find(st, name)) {
+    t = pq_st_find(st, name);
+    PQ_FAIL_IF(t && s->actorder != PQ_ACTORDER_GROUP, PQ_ERR_FORMAT, "%s: tensor '%s' is present, but "
+               "quantization_config's actorder is %s, not \"group\"", file_of(st, t), name,
+               s->actorder == PQ_ACTORDER_WEIGHT ? "\"weight\"" : "null");
+    PQ_FAIL_IF(!t && s->actorder == PQ_ACTORDER_GROUP && ng > 1, PQ_ERR_FORMAT, "%s: quantization_config says "
+               "actorder \"group\" but tensor '%s' is missing", pq_st_file_path(st, 0), name);
+    if (t) {
         int64_t n = cols;
         PQ_TRY(pq_st_expect(st, name, PQ_DT_I32, 1, &n, &t));
-        g_idx = aligned(t, 4, &own->p[3]);
-        PQ_FAIL_IF(!g_idx, PQ_ERR_NOMEM, "%s: out of memory", name);
+        note_used(own, t);
+        g_idx = t->data;
         for (int c = 0; c < cols; c++)
             PQ_FAIL_IF(g_idx[c] < 0 || g_idx[c] >= ng, PQ_ERR_FORMAT, "%s: tensor '%s'[%d] = %d is not a group "
                        "in [0, %d)", file_of(st, t), name, c, g_idx[c], ng);
@@ -305,8 +316,9 @@ static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const c
     const pq_tensor *t;
     PQ_TRY(tensor_name(name, module, "weight"));
     PQ_TRY(pq_st_expect(st, name, fp8 ? PQ_DT_F8_E4M3 : PQ_DT_I8, 2, shape, &t));
+    note_used(own, t);
     float *scales;
-    PQ_TRY(load_scales(st, module, "weight_scale", per_tensor ? 1 : L->rows, 1, 1, &scales));
+    PQ_TRY(load_scales(st, module, "weight_scale", per_tensor ? 1 : L->rows, 1, 1, &scales, own));
     own->p[0] = scales;
     L->fmt = fp8 ? PQ_W_FP8 : PQ_W_INT8;
     if (fp8) L->f8 = (pq_fp8_weight){L->rows, L->cols, t->data, scales, !per_tensor};
@@ -319,7 +331,7 @@ static pq_status load_bytes(const pq_st *st, const pq_packed_info *info, const c
     L->act.type = act == PQ_ACT_INT8_TOKEN || act == PQ_ACT_INT8_TENSOR ? PQ_ACTQ_INT8 : PQ_ACTQ_FP8;
     if (!pq_scheme_act_static(&info->scheme)) return PQ_OK;
     float *in;
-    PQ_TRY(load_scales(st, module, "input_scale", 1, 1, 1, &in));
+    PQ_TRY(load_scales(st, module, "input_scale", 1, 1, 1, &in, own));
     L->act.static_scale = in[0];
     pq_free(in);
     PQ_FAIL_IF(!(L->act.static_scale > 0), PQ_ERR_FORMAT, "%s: tensor '%s.input_scale' is %g; a static activation "

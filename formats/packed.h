@@ -51,6 +51,7 @@
 
 #include "formats/safetensors.h"
 #include "formats/qtensor.h"
+#include "formats/regex.h"
 #include "formats/scheme.h"
 
 // ---- quantization_config (formats/packed_config.c) ----------------------
@@ -60,6 +61,7 @@ typedef struct {
     pq_scheme scheme;   // what its single config group describes
     char format[32];    // "pack-quantized", ...
     char **ignore;      // module names or "re:" patterns (owned)
+    pq_regex **ignore_re; // the compiled "re:" patterns, NULL for names (owned)
     int n_ignore;
 } pq_packed_info;
 
@@ -74,7 +76,9 @@ void pq_packed_info_free(pq_packed_info *info); // NULL-safe; leaves it zeroed
 
 // Whether the module (e.g. "lm_head", "model.layers.0.mlp.up_proj") is in
 // the ignore list: an exact name, or a "re:" pattern matching from its start
-// (Python re.match, as compressed-tensors does; POSIX extended syntax here).
+// (Python re.match, as compressed-tensors does, through formats/regex.h: its
+// subset of Python syntax in linear time; a pattern outside it is refused
+// when the config is parsed).
 int pq_packed_ignored(const pq_packed_info *info, const char *module);
 
 // config.json for the packed checkpoint: the source's config.json text with
@@ -95,20 +99,27 @@ pq_status pq_packed_declare(pq_st_writer *w, const char *module, const pq_scheme
                             pq_dtype scale_dtype);
 pq_status pq_packed_put(pq_st_writer *w, const char *module, const pq_qtensor *q);
 
-// Arrays a pq_linear read from a file needs beyond the mapped tensors.
-#define PQ_PACKED_MAX_OWNED 4
+// Arrays a pq_linear read from a file needs beyond the mapped tensors, and
+// the tensors it was read from (so a caller can tell which are left over).
+#define PQ_PACKED_MAX_OWNED 3
+#define PQ_PACKED_MAX_USED 6
 typedef struct {
     void *p[PQ_PACKED_MAX_OWNED]; // free each with pq_free
+    const pq_tensor *used[PQ_PACKED_MAX_USED];
+    int n_used;
 } pq_packed_owned;
 
 // Builds the pq_linear of module M ([rows x cols], as config.json implies)
-// from st: codes point into the mapped file (copied only if misaligned);
+// from st: codes point into the mapped file (pq_st keeps them aligned);
 // scales are widened to owned f32, zero points unpacked to owned bytes.
 // Names, dtypes and shapes are checked against info and [rows, cols]; a
 // missing or different tensor, a non-finite scale, a g_idx out of
 // range, a static activation scale that is not finite and > 0 are
-// PQ_ERR_FORMAT naming the file and tensor. A static activation scheme sets
-// out->act.static_scale from M.input_scale. On error nothing is left in *own.
+// PQ_ERR_FORMAT naming the file and tensor, as are tensors that contradict
+// quantization_config: zero points in a symmetric checkpoint, a g_idx
+// without actorder "group", actorder "group" (over more than one group)
+// without one. A static activation scheme sets out->act.static_scale from
+// M.input_scale. On error nothing is left in *own.
 pq_status pq_packed_load(const pq_st *st, const pq_packed_info *info, const char *module, int rows, int cols,
                          pq_linear *out, pq_packed_owned *own);
 

@@ -3,9 +3,10 @@
 #include "formats/packed.h"
 
 #include <jansson.h>
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "formats/regex.h"
 
 // "version": the compressed-tensors release pq's output was last verified to
 // load in, bit for bit (tests/compat/run.sh).
@@ -67,6 +68,7 @@ done:
 // ---- reading -----------------------------------------------------------
 
 #define QC "quantization_config"
+#define MAX_IGNORE_PROGRAM 32768 // all "re:" patterns together (real lists: a few hundred)
 
 static const char *get_str(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
@@ -84,16 +86,20 @@ static pq_status parse_weights(json_t *w, const char *name, const char *grp, pq_
                "(weight quantization)", name, grp);
     json_t *nb = json_object_get(w, "num_bits"), *sym = json_object_get(w, "symmetric"),
            *gs = json_object_get(w, "group_size");
-    const char *type = get_str(w, "type"), *strategy = get_str(w, "strategy");
-    PQ_FAIL_IF(!json_is_integer(nb), PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.weights.num_bits must be an integer",
-               name, grp);
+    // absent fields take QuantizationArgs' defaults (num_bits 8, type "int",
+    // symmetric true); present ones must have the right JSON type
+    const char *type = is_null(json_object_get(w, "type")) ? "int" : get_str(w, "type"), *strategy = get_str(w, "strategy");
+    PQ_FAIL_IF(!is_null(nb) && !json_is_integer(nb), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights.num_bits must be an integer", name, grp);
     PQ_FAIL_IF(!type || (strcmp(type, "int") && strcmp(type, "float")), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.type must be \"int\" or \"float\"", name, grp);
+    PQ_FAIL_IF(!strategy && !is_null(json_object_get(w, "strategy")), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.weights.strategy must be a string or null", name, grp);
     PQ_FAIL_IF(!is_null(sym) && !json_is_boolean(sym), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.symmetric must be true or false", name, grp);
     PQ_FAIL_IF(!is_null(gs) && !json_is_integer(gs), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.weights.group_size must be an integer or null", name, grp);
-    long long bits = json_integer_value(nb), group = is_null(gs) ? 0 : json_integer_value(gs);
+    long long bits = is_null(nb) ? 8 : json_integer_value(nb), group = is_null(gs) ? 0 : json_integer_value(gs);
     if (!strategy) strategy = is_null(gs) ? "tensor" : group == -1 ? "channel" : "group";
     s->is_float = strcmp(type, "float") == 0;
     s->sym = is_null(sym) || json_is_true(sym);
@@ -169,21 +175,26 @@ static pq_status parse_ignore(json_t *ign, const char *name, pq_packed_info *out
     if (is_null(ign)) return PQ_OK;
     PQ_FAIL_IF(!json_is_array(ign), PQ_ERR_FORMAT, "%s: " QC ".ignore must be a list of names", name);
     size_t n = json_array_size(ign);
+    long total = 0; // instructions of all patterns: what matching one character of a name costs
     out->ignore = calloc(n ? n : 1, sizeof *out->ignore);
-    PQ_FAIL_IF(!out->ignore, PQ_ERR_NOMEM, "%s: out of memory", name);
+    out->ignore_re = calloc(n ? n : 1, sizeof *out->ignore_re);
+    PQ_FAIL_IF(!out->ignore || !out->ignore_re, PQ_ERR_NOMEM, "%s: out of memory", name);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(ign, i);
         PQ_FAIL_IF(!json_is_string(v), PQ_ERR_FORMAT, "%s: " QC ".ignore[%zu] must be a string", name, i);
         const char *pat = json_string_value(v);
-        if (strncmp(pat, "re:", 3) == 0) {
-            regex_t re;
-            PQ_FAIL_IF(regcomp(&re, pat + 3, REG_EXTENDED | REG_NOSUB) != 0, PQ_ERR_FORMAT,
-                       "%s: " QC ".ignore[%zu]: bad pattern \"%s\"", name, i, pat);
-            regfree(&re);
-        }
+        size_t len = json_string_length(v);
+        PQ_FAIL_IF(strlen(pat) != len, PQ_ERR_FORMAT, "%s: " QC ".ignore[%zu] holds a NUL character", name, i);
         out->ignore[i] = strdup(pat);
         PQ_FAIL_IF(!out->ignore[i], PQ_ERR_NOMEM, "%s: out of memory", name);
         out->n_ignore = (int)i + 1;
+        if (strncmp(pat, "re:", 3) == 0) {
+            pq_status st = pq_regex_compile(pat + 3, len - 3, &out->ignore_re[i]);
+            if (st != PQ_OK) return pq_fail_context(st, "%s: " QC ".ignore[%zu]", name, i);
+            total += pq_regex_size(out->ignore_re[i]);
+            PQ_FAIL_IF(total > MAX_IGNORE_PROGRAM, PQ_ERR_FORMAT, "%s: " QC ".ignore: the patterns up to [%zu] compile "
+                       "to more than %d instructions", name, i, MAX_IGNORE_PROGRAM);
+        }
     }
     return PQ_OK;
 }
@@ -195,9 +206,14 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
     PQ_FAIL_IF(!method || strcmp(method, "compressed-tensors"), PQ_ERR_FORMAT,
                "%s: " QC ".quant_method \"%s\" is not supported (compressed-tensors)", name,
                method ? method : "(missing)");
-    PQ_FAIL_IF(!format, PQ_ERR_FORMAT, "%s: " QC ".format is missing", name);
+    PQ_FAIL_IF(!format, PQ_ERR_FORMAT, "%s: " QC ".format is missing or not a string", name);
+    PQ_FAIL_IF(!status && !is_null(json_object_get(qc, "quantization_status")), PQ_ERR_FORMAT,
+               "%s: " QC ".quantization_status must be a string", name);
     PQ_FAIL_IF(status && strcmp(status, "compressed"), PQ_ERR_FORMAT,
                "%s: " QC ".quantization_status \"%s\": the weights are not compressed", name, status);
+    // transforms (Hadamard / SpinQuant rotations) change what the weights mean
+    PQ_FAIL_IF(!is_empty(json_object_get(qc, "transform_config")), PQ_ERR_FORMAT,
+               "%s: " QC ".transform_config is not supported (the weights are rotated)", name);
     PQ_FAIL_IF(!is_null(json_object_get(qc, "kv_cache_scheme")), PQ_ERR_FORMAT,
                "%s: " QC ".kv_cache_scheme is not supported", name);
     json_t *sp = json_object_get(qc, "sparsity_config");
@@ -216,6 +232,11 @@ static pq_status parse_qc(json_t *qc, const char *name, pq_packed_info *out) {
                PQ_ERR_FORMAT, "%s: " QC ".config_groups.%s.targets: only [\"Linear\"] is supported", name, grp);
     PQ_FAIL_IF(!is_null(json_object_get(g, "output_activations")), PQ_ERR_FORMAT,
                "%s: " QC ".config_groups.%s.output_activations is not supported", name, grp);
+    // a scheme's own format (compressed-tensors >= 0.10) must be the one the
+    // tensors are read as
+    json_t *gfmt = json_object_get(g, "format");
+    PQ_FAIL_IF(!is_null(gfmt) && (!json_is_string(gfmt) || strcmp(json_string_value(gfmt), format)), PQ_ERR_FORMAT,
+               "%s: " QC ".config_groups.%s.format differs from " QC ".format \"%s\"", name, grp, format);
     PQ_TRY(parse_weights(json_object_get(g, "weights"), name, grp, &out->scheme));
     PQ_TRY(parse_inputs(json_object_get(g, "input_activations"), name, grp, &out->scheme.act));
     PQ_TRY(classify(name, format, &out->scheme));
@@ -239,24 +260,20 @@ pq_status pq_packed_info_parse(const char *json, size_t len, const char *name, p
 
 void pq_packed_info_free(pq_packed_info *info) {
     if (!info) return;
-    for (int i = 0; i < info->n_ignore; i++) free(info->ignore[i]);
+    for (int i = 0; i < info->n_ignore; i++) {
+        free(info->ignore[i]);
+        pq_regex_free(info->ignore_re[i]);
+    }
     free(info->ignore);
+    free(info->ignore_re);
     memset(info, 0, sizeof *info);
 }
 
 int pq_packed_ignored(const pq_packed_info *info, const char *module) {
     for (int i = 0; i < info->n_ignore; i++) {
-        const char *pat = info->ignore[i];
-        if (strncmp(pat, "re:", 3) != 0) {
-            if (strcmp(pat, module) == 0) return 1;
-            continue;
-        }
-        regex_t re;
-        regmatch_t m;
-        if (regcomp(&re, pat + 3, REG_EXTENDED) != 0) continue; // validated when parsed
-        int hit = regexec(&re, module, 1, &m, 0) == 0 && m.rm_so == 0;
-        regfree(&re);
-        if (hit) return 1;
+        if (info->ignore_re[i] ? pq_regex_match(info->ignore_re[i], module, strlen(module))
+                               : strcmp(info->ignore[i], module) == 0)
+            return 1;
     }
     return 0;
 }

@@ -18,13 +18,16 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/sys.h"
 #include "formats/fileio.h"
 #include "formats/sha256.h"
 #include "formats/zstd_io.h"
 
 #define MAX_HEADER_BYTES 100000000ull        // the Hugging Face library's limit
 #define MAX_INDEX_BYTES  ((size_t)100 << 20) // model.safetensors.index.json
-#define MAX_ZSTD_BYTES   ((size_t)1 << 42)   // decompressed .zst image
+#define MAX_ZSTD_BYTES   ((uint64_t)1 << 42) // decompressed .zst image
+#define MAX_ZSTD_RATIO   1024                // ... at most this many times its compressed size
+#define MIN_ZSTD_CAP     ((uint64_t)64 << 20) // ... or this many bytes
 #define PATH_CAP         4096
 
 static const struct {
@@ -62,6 +65,7 @@ typedef struct {
     void *map;     // mmap'd plain file (len bytes), or NULL
     int cleanup;   // the map's common/cleanup.h handle (a bus error names the file), -1 if none
     uint8_t *heap; // decompressed .zst image, or NULL
+    void *copies;  // aligned copies of its misaligned tensors, or NULL (pq_free)
     uint64_t disk_bytes;
     json_t *header; // tensor names and metadata borrow from it
 } st_file;
@@ -77,13 +81,16 @@ struct pq_st {
     char *view_names;          // pq_st_open_view: the tensor names
 };
 
-// "[2,3,4]" into buf
-static const char *shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+const char *pq_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape, const char *sep) {
     size_t n = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? "," : "", (long long)shape[i]);
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? sep : "", (long long)shape[i]);
     if (n < cap) snprintf(buf + n, cap - n, "]");
     return buf;
+}
+
+static const char *shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    return pq_shape_str(buf, cap, ndim, shape, ",");
 }
 
 static pq_status parse_shape(const char *file, const char *name, json_t *js, pq_tensor *t, uint64_t *numel) {
@@ -167,6 +174,47 @@ static int cmp_offset(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
+// The JSON header of n bytes at p, validated as a JSON object (*out owned).
+static pq_status load_header(const char *fn, const uint8_t *p, uint64_t n, json_t **out) {
+    *out = NULL;
+    PQ_FAIL_IF(n > MAX_HEADER_BYTES, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
+               (unsigned long long)n, MAX_HEADER_BYTES);
+    json_error_t err;
+    json_t *h = json_loadb((const char *)p, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    PQ_FAIL_IF(!h && json_error_code(&err) == json_error_duplicate_key, PQ_ERR_FORMAT,
+               "%s: header names a tensor twice: %s", fn, err.text);
+    PQ_FAIL_IF(!h, PQ_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", fn, err.text, err.position);
+    if (!json_is_object(h)) {
+        json_decref(h);
+        return PQ_FAIL(PQ_ERR_FORMAT, "%s: header is not a JSON object", fn);
+    }
+    *out = h;
+    return PQ_OK;
+}
+
+// Moves every tensor of files[file] whose data is not aligned to its
+// dtype's size into one aligned block owned by the file.
+static pq_status align_tensors(pq_st *st, int file, int first) {
+    size_t total = 0;
+    for (int i = first; i < st->count; i++) {
+        const pq_tensor *t = &st->t[i];
+        if (t->nbytes && (uintptr_t)t->data % pq_dtype_size(t->dtype)) total += (t->nbytes + 63) & ~(size_t)63;
+    }
+    if (!total) return PQ_OK;
+    st_file *f = &st->files[file];
+    uint8_t *p = f->copies = pq_alloc(total);
+    PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "%s: out of memory for aligned copies of %zu bytes of misaligned tensors", f->path,
+               total);
+    for (int i = first; i < st->count; i++) {
+        pq_tensor *t = &st->t[i];
+        if (!t->nbytes || (uintptr_t)t->data % pq_dtype_size(t->dtype) == 0) continue;
+        memcpy(p, t->data, t->nbytes);
+        t->data = p;
+        p += (t->nbytes + 63) & ~(size_t)63;
+    }
+    return PQ_OK;
+}
+
 // Parses files[file]'s image and appends its tensors, sorted by offset.
 static pq_status add_image(pq_st *st, int file) {
     st_file *f = &st->files[file];
@@ -177,15 +225,7 @@ static pq_status add_image(pq_st *st, int file) {
     PQ_FAIL_IF(n > f->len - 8, PQ_ERR_FORMAT,
                "%s: header length %llu runs past the end of the file (%zu bytes)", fn, (unsigned long long)n,
                f->len);
-    PQ_FAIL_IF(n > MAX_HEADER_BYTES, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
-               (unsigned long long)n, MAX_HEADER_BYTES);
-    json_error_t err;
-    f->header = json_loadb((const char *)f->base + 8, (size_t)n, JSON_REJECT_DUPLICATES, &err);
-    PQ_FAIL_IF(!f->header && json_error_code(&err) == json_error_duplicate_key, PQ_ERR_FORMAT,
-               "%s: header names a tensor twice: %s", fn, err.text);
-    PQ_FAIL_IF(!f->header, PQ_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", fn, err.text,
-               err.position);
-    PQ_FAIL_IF(!json_is_object(f->header), PQ_ERR_FORMAT, "%s: header is not a JSON object", fn);
+    PQ_TRY(load_header(fn, f->base + 8, n, &f->header));
     size_t nt = json_object_size(f->header);
     PQ_FAIL_IF(nt > (size_t)(INT_MAX - st->count), PQ_ERR_FORMAT, "%s: too many tensors", fn);
     pq_tensor *nt_arr = realloc(st->t, (st->count + nt + 1) * sizeof *st->t);
@@ -206,6 +246,7 @@ static pq_status add_image(pq_st *st, int file) {
         uint64_t begin = 0;
         PQ_TRY(parse_entry(fn, key, v, data_len, t, &begin));
         t->data = data + begin;
+        t->offset = 8 + n + begin;
         t->file = file;
         st->count++;
     }
@@ -221,7 +262,7 @@ static pq_status add_image(pq_st *st, int file) {
             (const uint8_t *)prev->data - data, (const uint8_t *)prev->data - data + (ptrdiff_t)prev->nbytes);
         prev = t;
     }
-    return PQ_OK;
+    return align_tensors(st, file, first);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -243,12 +284,11 @@ static st_file *new_file(pq_st *st, const char *path) {
 }
 
 static pq_status map_plain(st_file *f) {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    int fd;
+    PQ_TRY(pq_open_regular(f->path, &fd));
     struct stat sb;
     pq_status st = PQ_OK;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", f->path, strerror(errno));
-    PQ_CHECK_GOTO(!S_ISREG(sb.st_mode), st, PQ_ERR_IO, "%s: not a regular file", f->path);
     f->disk_bytes = (uint64_t)sb.st_size;
     f->len = (size_t)sb.st_size;
     if (f->len > 0) { // an empty file is reported as too short by add_image
@@ -263,18 +303,108 @@ done:
     return st;
 }
 
+// Grows *buf to hold want bytes: doubling from 64 KiB, never past limit,
+// so memory follows the bytes a stream really produces, not a claim.
+static pq_status reserve(const char *fn, uint8_t **buf, size_t *cap, size_t want, size_t limit) {
+    if (want <= *cap) return PQ_OK;
+    size_t ncap = *cap ? *cap : (size_t)1 << 16;
+    while (ncap < want) ncap = ncap > SIZE_MAX / 2 ? want : 2 * ncap;
+    if (ncap > limit) ncap = limit > want ? limit : want;
+    uint8_t *nb = realloc(*buf, ncap);
+    PQ_FAIL_IF(!nb, PQ_ERR_NOMEM, "%s: out of memory decompressing %zu bytes", fn, ncap);
+    *buf = nb;
+    *cap = ncap;
+    return PQ_OK;
+}
+
+// Decompresses until *len == want, 16 MiB at a time; *len < want when the
+// stream ends first.
+static pq_status fill(pq_zstd_reader *z, const char *fn, uint8_t **buf, size_t *cap, size_t *len, size_t want) {
+    while (*len < want) {
+        size_t chunk = want - *len < ((size_t)1 << 24) ? want - *len : (size_t)1 << 24, got;
+        PQ_TRY(reserve(fn, buf, cap, *len + chunk, want));
+        PQ_TRY(pq_zstd_reader_read(z, *buf + *len, chunk, &got));
+        *len += got;
+        if (got < chunk) break;
+    }
+    return PQ_OK;
+}
+
+// Where the data region of header h ends: the largest data_offsets end, every
+// entry validated as add_image validates it.
+static pq_status header_data_end(const char *fn, json_t *h, uint64_t *end) {
+    *end = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(h, key, v) {
+        if (strcmp(key, "__metadata__") == 0) continue;
+        pq_tensor t;
+        uint64_t begin;
+        PQ_TRY(parse_entry(fn, key, v, SIZE_MAX, &t, &begin));
+        if (begin + t.nbytes > *end) *end = begin + t.nbytes;
+    }
+    return PQ_OK;
+}
+
+// A .zst file's safetensors image into f->heap: the 8-byte length, the
+// header (validated), then exactly the bytes its tensors account for; a
+// stream that holds more is refused without decompressing the rest.
+static pq_status read_zst(st_file *f) {
+    const char *fn = f->path;
+    pq_zstd_reader *z = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len = 0, got;
+    json_t *h = NULL;
+    pq_status s;
+    PQ_TRY(pq_zstd_reader_open(fn, &z));
+    uint64_t declared = pq_zstd_reader_declared(z), n = 0, end;
+    PQ_CHECK_GOTO(declared != UINT64_MAX && declared > MAX_ZSTD_BYTES, s, PQ_ERR_FORMAT,
+                  "%s: zstd frame declares %llu bytes, more than the %llu allowed", fn, (unsigned long long)declared,
+                  (unsigned long long)MAX_ZSTD_BYTES);
+    PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, 8));
+    PQ_CHECK_GOTO(len < 8, s, PQ_ERR_FORMAT, "%s: decompresses to %zu bytes, too short for the 8-byte header length",
+                  fn, len);
+    for (int i = 7; i >= 0; i--) n = n << 8 | buf[i];
+    PQ_CHECK_GOTO(n > MAX_HEADER_BYTES, s, PQ_ERR_FORMAT, "%s: header length %llu is over the %llu-byte limit", fn,
+                  (unsigned long long)n, MAX_HEADER_BYTES);
+    PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, 8 + (size_t)n));
+    PQ_CHECK_GOTO(len < 8 + n, s, PQ_ERR_FORMAT, "%s: header length %llu runs past the end of the decompressed data "
+                  "(%zu bytes)", fn, (unsigned long long)n, len);
+    PQ_TRY_GOTO(s, load_header(fn, buf + 8, n, &h));
+    PQ_TRY_GOTO(s, header_data_end(fn, h, &end));
+    // weights compress ~1.1-1.5x; a stream claiming to expand more than
+    // MAX_ZSTD_RATIO-fold (past a small floor) is a bomb, not a checkpoint
+    uint64_t disk = pq_zstd_reader_file_bytes(z),
+             limit = disk < MAX_ZSTD_BYTES / MAX_ZSTD_RATIO ? disk * MAX_ZSTD_RATIO : MAX_ZSTD_BYTES;
+    if (limit < MIN_ZSTD_CAP) limit = MIN_ZSTD_CAP;
+    PQ_CHECK_GOTO(end > limit - 8 - n, s, PQ_ERR_FORMAT, "%s: the header's tensors need %llu bytes, more than %d x the "
+                  "%llu-byte compressed file (or %llu bytes)", fn, (unsigned long long)end, MAX_ZSTD_RATIO,
+                  (unsigned long long)disk, (unsigned long long)limit);
+    size_t total = 8 + (size_t)n + (size_t)end;
+    PQ_TRY_GOTO(s, fill(z, fn, &buf, &cap, &len, total));
+    PQ_CHECK_GOTO(len < total, s, PQ_ERR_FORMAT, "%s: decompresses to %zu bytes, but its header's tensors need %zu", fn,
+                  len, total);
+    uint8_t probe;
+    PQ_TRY_GOTO(s, pq_zstd_reader_read(z, &probe, 1, &got));
+    PQ_CHECK_GOTO(got, s, PQ_ERR_FORMAT, "%s: decompresses to more than the %zu bytes its header accounts for", fn,
+                  total);
+    f->heap = buf;
+    f->base = buf;
+    f->len = total;
+    f->disk_bytes = pq_zstd_reader_disk_bytes(z);
+    buf = NULL;
+done:
+    json_decref(h);
+    free(buf);
+    pq_zstd_reader_free(z);
+    return s;
+}
+
 // Opens one safetensors file (plain or .zst) as the next file of st.
 static pq_status add_file(pq_st *st, const char *path) {
     st_file *f = new_file(st, path);
     PQ_FAIL_IF(!f, PQ_ERR_NOMEM, "%s: out of memory", path);
-    if (ends_with(path, ".zst")) {
-        size_t len;
-        PQ_TRY(pq_zstd_read_file(path, MAX_ZSTD_BYTES, &f->heap, &len, &f->disk_bytes));
-        f->base = f->heap;
-        f->len = len;
-    } else {
-        PQ_TRY(map_plain(f));
-    }
+    PQ_TRY(ends_with(path, ".zst") ? read_zst(f) : map_plain(f));
     return add_image(st, st->nfiles - 1);
 }
 
@@ -349,7 +479,7 @@ static pq_status open_index(pq_st *st, const char *path) {
     for (int i = 0; i < nshards; i++) {
         PQ_TRY_GOTO(s, pq_path_join(full, sizeof full, dir, shards[i]));
         int n = snprintf(zst, sizeof zst, "%s.zst", full);
-        int use_zst = !pq_file_exists(full) && n > 0 && (size_t)n < sizeof zst && pq_file_exists(zst);
+        int use_zst = !pq_path_exists(full) && n > 0 && (size_t)n < sizeof zst && pq_path_exists(zst);
         s = add_file(st, use_zst ? zst : full);
         if (s != PQ_OK) {
             s = pq_fail_context(s, "%s", path);
@@ -368,6 +498,11 @@ static pq_status open_index(pq_st *st, const char *path) {
         PQ_CHECK_GOTO(strcmp(shards[t->file], want) != 0, s, PQ_ERR_FORMAT,
                       "%s: tensor '%.200s' is listed in %s but stored in %s", path, key, want, shards[t->file]);
     }
+    // the index and the shards agree both ways: every tensor a shard holds is listed
+    for (int i = 0; i < st->count; i++)
+        PQ_CHECK_GOTO(!json_object_get(wm, st->t[i].name), s, PQ_ERR_FORMAT,
+                      "%s: tensor '%.200s' is in %s but not in weight_map", path, st->t[i].name,
+                      shards[st->t[i].file]);
 done:
     free(shards);
     json_decref(root);
@@ -381,12 +516,13 @@ pq_status pq_st_open(const char *path, pq_st **out) {
     static const char *const in_dir[] = {"model.safetensors", "model.safetensors.zst",
                                          "model.safetensors.index.json"};
     char chosen[PATH_CAP];
+    PQ_FAIL_IF(strlen(path) >= sizeof chosen, PQ_ERR_IO, "%s: path longer than %d bytes", path, PATH_CAP - 1);
     snprintf(chosen, sizeof chosen, "%s", path);
     if (pq_dir_exists(path)) {
         int found = 0;
         for (int i = 0; i < 3 && !found; i++) {
             PQ_TRY(pq_path_join(chosen, sizeof chosen, path, in_dir[i]));
-            found = pq_file_exists(chosen);
+            found = pq_path_exists(chosen); // a FIFO or a dangling link is refused by name, not passed over
         }
         PQ_FAIL_IF(!found, PQ_ERR_IO, "%s: directory has no model.safetensors, .safetensors.zst or .index.json",
                    path);
@@ -476,6 +612,7 @@ void pq_st_close(pq_st *st) {
         st_file *f = &st->files[i];
         if (f->map) pq_cleanup_drop_map(f->cleanup), munmap(f->map, f->len);
         free(f->heap);
+        pq_free(f->copies);
         json_decref(f->header);
         free(f->path);
     }
@@ -490,6 +627,10 @@ void pq_st_close(pq_st *st) {
 int pq_st_count(const pq_st *st) { return st ? st->count : 0; }
 
 const pq_tensor *pq_st_at(const pq_st *st, int i) { return st && i >= 0 && i < st->count ? &st->t[i] : NULL; }
+
+int pq_st_index(const pq_st *st, const pq_tensor *t) {
+    return st && t >= st->t && t < st->t + st->count ? (int)(t - st->t) : -1;
+}
 
 static int cmp_key_name(const void *key, const void *elem) {
     return strcmp(key, (*(const pq_tensor *const *)elem)->name);

@@ -10,10 +10,19 @@
 // object, known dtypes, dtype size x prod(shape) == end - begin, begin <= end,
 // ranges inside the data region and not overlapping, unique names.
 //
+// Tensor data is aligned to its dtype's size for every reader: the format
+// lets the header length (and so every offset) be odd, and a tensor whose
+// bytes are misaligned in the file is copied once, at open, into aligned
+// memory owned by the pq_st (files as the Hugging Face library and pq
+// write them pad the header to 8 bytes and need no copy).
+//
 // A pq_st is a set of tensors opened together from
 //   - a view:              tensors in memory (pq_st_open_view)
 //   - one file:            model.safetensors (mmap'd)
-//   - one zstd file:       model.safetensors.zst (streamed into memory)
+//   - one zstd file:       model.safetensors.zst (streamed into memory: the
+//                          8-byte length, then the header, then exactly the
+//                          bytes the header's tensors account for; a stream
+//                          that holds more is refused before it is read)
 //   - a shard index:       model.safetensors.index.json ("weight_map"; a
 //                          shard absent on disk is read from "<shard>.zst")
 //   - a model directory:   the first of the above found in it.
@@ -46,8 +55,9 @@ typedef struct {
     int ndim;
     int64_t shape[PQ_MAX_DIMS];
     int64_t numel;
-    const void *data;          // borrowed; valid until pq_st_close; no alignment promised
+    const void *data;          // borrowed; valid until pq_st_close; aligned to the dtype's size
     size_t nbytes;
+    uint64_t offset;           // where its bytes start in the file: 8 + header length + data_offsets[0]
     int file;                  // index of the file (shard) it came from
 } pq_tensor;
 
@@ -73,6 +83,10 @@ int pq_st_count(const pq_st *st);
 // i in [0, count), else NULL; ordered by file, then by data offset
 const pq_tensor *pq_st_at(const pq_st *st, int i);
 const pq_tensor *pq_st_find(const pq_st *st, const char *name); // NULL if absent
+// The i with pq_st_at(st, i) == t, or -1 if t is not one of st's tensors.
+int pq_st_index(const pq_st *st, const pq_tensor *t);
+// A shape as "[2<sep>3<sep>4]" ("[]" for a scalar) into buf; returns buf.
+const char *pq_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape, const char *sep);
 // A string from the first file's __metadata__, or NULL. Borrowed.
 const char *pq_st_metadata(const pq_st *st, const char *key);
 

@@ -89,15 +89,19 @@ pq_status pq_st_writer_declare(pq_st_writer *w, const char *name, pq_dtype dtype
     PQ_FAIL_IF(ndim < 0 || ndim > PQ_MAX_DIMS, PQ_ERR_ARG, "%s: tensor '%.200s': ndim %d not in 0..%d", fn,
                name, ndim, PQ_MAX_DIMS);
     PQ_FAIL_IF(w->n == INT_MAX, PQ_ERR_ARG, "%s: too many tensors", fn);
-    wtensor t = {.dtype = dtype, .ndim = ndim, .nbytes = pq_dtype_size(dtype)};
+    // the element count first, then the bytes, as the reader counts them:
+    // [2^62, 0] holds 0 bytes, it does not overflow
+    wtensor t = {.dtype = dtype, .ndim = ndim};
+    uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         PQ_FAIL_IF(shape[i] < 0, PQ_ERR_ARG, "%s: tensor '%.200s': shape[%d] = %lld is negative", fn, name, i,
                    (long long)shape[i]);
-        PQ_FAIL_IF(__builtin_mul_overflow(t.nbytes, (uint64_t)shape[i], &t.nbytes) ||
-                       t.nbytes > (uint64_t)INT64_MAX,
-                   PQ_ERR_ARG, "%s: tensor '%.200s': byte size overflows", fn, name);
+        PQ_FAIL_IF(__builtin_mul_overflow(numel, (uint64_t)shape[i], &numel) || numel > (uint64_t)INT64_MAX,
+                   PQ_ERR_ARG, "%s: tensor '%.200s': element count overflows", fn, name);
         t.shape[i] = shape[i];
     }
+    PQ_FAIL_IF(__builtin_mul_overflow(numel, (uint64_t)pq_dtype_size(dtype), &t.nbytes) || t.nbytes > (uint64_t)INT64_MAX,
+               PQ_ERR_ARG, "%s: tensor '%.200s': byte size overflows", fn, name);
     if (w->n == w->cap) {
         int ncap = w->cap ? (w->cap > INT_MAX / 2 ? INT_MAX : w->cap * 2) : 64;
         wtensor *nt = realloc(w->t, (size_t)ncap * sizeof *nt);

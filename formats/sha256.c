@@ -1,5 +1,7 @@
 #include "formats/sha256.h"
 
+#include "formats/fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -71,8 +73,8 @@ void pq_sha256_hex(pq_sha256 *s, char out[65]) {
 }
 
 pq_status pq_sha256_file(pq_sha256 *s, const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    PQ_TRY(pq_open_regular(path, &fd));
     size_t cap = (size_t)1 << 20;
     uint8_t *buf = malloc(cap);
     pq_status st = PQ_OK;

@@ -13,79 +13,87 @@
 
 #define PATH_CAP 4096
 
-// Makes room for at least one more output byte, refusing to grow past
-// max_bytes + 1 (one byte over the limit is how "too large" is noticed).
-static pq_status grow(const char *path, uint8_t **buf, size_t *cap, size_t max_bytes) {
-    size_t limit = max_bytes < SIZE_MAX ? max_bytes + 1 : SIZE_MAX;
-    PQ_FAIL_IF(*cap >= limit, PQ_ERR_FORMAT, "%s: decompresses to more than %zu bytes", path, max_bytes);
-    size_t first = (size_t)1 << 20;
-    size_t ncap = *cap == 0 ? (limit < first ? limit : first) : *cap > limit / 2 ? limit : *cap * 2;
-    uint8_t *nb = realloc(*buf, ncap);
-    PQ_FAIL_IF(!nb, PQ_ERR_NOMEM, "%s: out of memory decompressing %zu bytes", path, ncap);
-    *buf = nb;
-    *cap = ncap;
-    return PQ_OK;
+struct pq_zstd_reader {
+    char *path;
+    int fd;
+    ZSTD_DCtx *dctx;
+    uint8_t *in;
+    ZSTD_inBuffer ib;  // the compressed bytes read and not yet consumed
+    size_t in_cap;
+    size_t last;       // ZSTD_decompressStream's last result: 0 at a frame's end
+    int eof;           // the file has no more bytes
+    uint64_t disk, declared, file_bytes;
+};
+
+// Reads the next compressed chunk (at EOF sets r->eof).
+static pq_status refill(pq_zstd_reader *r) {
+    for (;;) {
+        ssize_t n = read(r->fd, r->in, r->in_cap);
+        if (n < 0 && errno == EINTR) continue;
+        PQ_FAIL_IF(n < 0, PQ_ERR_IO, "%s: read failed: %s", r->path, strerror(errno));
+        r->ib = (ZSTD_inBuffer){r->in, (size_t)n, 0};
+        r->disk += (uint64_t)n;
+        r->eof = n == 0;
+        return PQ_OK;
+    }
 }
 
-pq_status pq_zstd_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *len,
-                            uint64_t *disk_bytes) {
+void pq_zstd_reader_free(pq_zstd_reader *r) {
+    if (!r) return;
+    if (r->fd >= 0) close(r->fd);
+    ZSTD_freeDCtx(r->dctx);
+    free(r->in);
+    free(r->path);
+    free(r);
+}
+
+pq_status pq_zstd_reader_open(const char *path, pq_zstd_reader **out) {
     *out = NULL;
-    *len = 0;
+    pq_zstd_reader *r = calloc(1, sizeof *r);
+    PQ_FAIL_IF(!r, PQ_ERR_NOMEM, "%s: out of memory", path);
+    r->fd = -1;
+    r->last = 1;
+    r->in_cap = ZSTD_DStreamInSize();
+    r->path = strdup(path);
+    r->in = malloc(r->in_cap);
+    r->dctx = ZSTD_createDCtx();
     pq_status st = PQ_OK;
-    uint8_t *buf = NULL, *in = NULL;
-    size_t cap = 0, pos = 0, in_cap = ZSTD_DStreamInSize(), last = 1; // last: 0 at a frame's end
-    uint64_t read_total = 0;
-    ZSTD_DCtx *dctx = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    in = malloc(in_cap);
-    dctx = ZSTD_createDCtx();
-    PQ_CHECK_GOTO(!in || !dctx, st, PQ_ERR_NOMEM, "%s: out of memory for zstd buffers", path);
-    for (;;) {
-        ssize_t r = read(fd, in, in_cap);
-        if (r < 0 && errno == EINTR) continue;
-        PQ_CHECK_GOTO(r < 0, st, PQ_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-        if (r == 0) break;
-        if (read_total == 0) {
-            // size the output from the first frame's header when it says
-            unsigned long long hint = ZSTD_getFrameContentSize(in, (size_t)r);
-            if (hint != ZSTD_CONTENTSIZE_UNKNOWN && hint != ZSTD_CONTENTSIZE_ERROR) {
-                PQ_CHECK_GOTO(hint > max_bytes, st, PQ_ERR_FORMAT,
-                              "%s: zstd frame declares %llu bytes, more than the %zu allowed", path, hint,
-                              max_bytes);
-                cap = (size_t)hint + 1; // +1: a complete frame never leaves the buffer full
-                buf = malloc(cap);
-                PQ_CHECK_GOTO(!buf, st, PQ_ERR_NOMEM, "%s: out of memory for %llu decompressed bytes", path,
-                              hint);
-            }
-        }
-        read_total += (uint64_t)r;
-        ZSTD_inBuffer ib = {in, (size_t)r, 0};
-        for (;;) {
-            if (pos == cap) PQ_TRY_GOTO(st, grow(path, &buf, &cap, max_bytes));
-            ZSTD_outBuffer ob = {buf, cap, pos};
-            last = ZSTD_decompressStream(dctx, &ob, &ib);
-            PQ_CHECK_GOTO(ZSTD_isError(last), st, PQ_ERR_FORMAT, "%s: corrupt zstd data: %s", path,
-                          ZSTD_getErrorName(last));
-            pos = ob.pos;
-            PQ_CHECK_GOTO(pos > max_bytes, st, PQ_ERR_FORMAT, "%s: decompresses to more than %zu bytes", path,
-                          max_bytes);
-            if (ib.pos == ib.size && (pos < cap || last == 0)) break;
-        }
-    }
-    PQ_CHECK_GOTO(last != 0, st, PQ_ERR_FORMAT, "%s: truncated zstd data (the file ends inside a frame)", path);
-    if (!buf) buf = malloc(1); // empty but valid stream (e.g. only skippable frames)
-    PQ_CHECK_GOTO(!buf, st, PQ_ERR_NOMEM, "%s: out of memory", path);
-    *out = buf;
-    *len = pos;
-    if (disk_bytes) *disk_bytes = read_total;
-    buf = NULL;
+    PQ_CHECK_GOTO(!r->path || !r->in || !r->dctx, st, PQ_ERR_NOMEM, "%s: out of memory for zstd buffers", path);
+    PQ_TRY_GOTO(st, pq_open_regular(path, &r->fd));
+    struct stat sb;
+    PQ_CHECK_GOTO(fstat(r->fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    r->file_bytes = (uint64_t)sb.st_size;
+    PQ_TRY_GOTO(st, refill(r));
+    unsigned long long d = ZSTD_getFrameContentSize(r->in, r->ib.size);
+    r->declared = d == ZSTD_CONTENTSIZE_UNKNOWN || d == ZSTD_CONTENTSIZE_ERROR ? UINT64_MAX : d;
+    *out = r;
+    return PQ_OK;
 done:
-    free(buf);
-    free(in);
-    ZSTD_freeDCtx(dctx);
-    close(fd);
+    pq_zstd_reader_free(r);
     return st;
+}
+
+uint64_t pq_zstd_reader_declared(const pq_zstd_reader *r) { return r->declared; }
+uint64_t pq_zstd_reader_disk_bytes(const pq_zstd_reader *r) { return r->disk; }
+uint64_t pq_zstd_reader_file_bytes(const pq_zstd_reader *r) { return r->file_bytes; }
+
+pq_status pq_zstd_reader_read(pq_zstd_reader *r, void *buf, size_t n, size_t *got) {
+    ZSTD_outBuffer ob = {buf, n, 0};
+    *got = 0;
+    while (ob.pos < n) {
+        if (r->ib.pos == r->ib.size) {
+            if (r->eof) break;
+            PQ_TRY(refill(r));
+            if (r->eof) break;
+        }
+        r->last = ZSTD_decompressStream(r->dctx, &ob, &r->ib);
+        PQ_FAIL_IF(ZSTD_isError(r->last), PQ_ERR_FORMAT, "%s: corrupt zstd data: %s", r->path,
+                   ZSTD_getErrorName(r->last));
+    }
+    *got = ob.pos;
+    PQ_FAIL_IF(ob.pos < n && r->last != 0, PQ_ERR_FORMAT, "%s: truncated zstd data (the file ends inside a frame)",
+               r->path);
+    return PQ_OK;
 }
 
 pq_status pq_zstd_compress_file(const char *src, const char *dst, int level) {
@@ -97,8 +105,8 @@ pq_status pq_zstd_compress_file(const char *src, const char *dst, int level) {
     size_t in_cap = ZSTD_CStreamInSize(), out_cap = ZSTD_CStreamOutSize();
     uint8_t *in = NULL, *outb = NULL;
     ZSTD_CCtx *cctx = NULL;
-    int out = -1, fd = open(src, O_RDONLY | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    int out = -1, fd;
+    PQ_TRY(pq_open_regular(src, &fd));
     struct stat sb;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", src, strerror(errno));
     in = malloc(in_cap);

@@ -355,7 +355,7 @@ static pq_status write_side_files(pq_ckpt *c) {
     if (c->p.m->gguf) return write_gguf_side_files(c);
     for (int i = 0; i < PQ_CKPT_NSIDE_FILES; i++) {
         PQ_TRY(pq_path_join(src, sizeof src, q->model, PQ_CKPT_SIDE_FILES[i]));
-        if (!pq_file_exists(src)) continue;
+        if (!pq_path_exists(src)) continue; // present but not a regular file: the copy refuses it by name
         PQ_TRY(pq_path_join(dst, sizeof dst, c->dir, PQ_CKPT_SIDE_FILES[i]));
         PQ_TRY(pq_file_copy_atomic(src, dst));
     }

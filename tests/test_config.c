@@ -86,7 +86,7 @@ static void check_refusals(void) {
          "\"num_attention_heads\":8,\"vocab_size\":512,\"hidden_act\":\"gelu\"}", "unsupported hidden_act", "gelu"},
         {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172,\"num_hidden_layers\":5,"
          "\"num_attention_heads\":8,\"vocab_size\":512,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}",
-         "unsupported rope_scaling type \"yarn\"", "yarn rope"},
+         "rope type \"yarn\"", "yarn rope"},
         {"{\"architectures\":[\"LlamaForCausalLM\"],\"architectures\":[\"LlamaForCausalLM\"]}", "invalid JSON", "duplicate key"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -101,9 +101,98 @@ static void check_refusals(void) {
              "missing file names the path (%s)", pq_last_error());
 }
 
+// issue 10 item 4: a missing required field must not silently default.
+// llama3 rope_scaling needs all four of its numbers (transformers raises
+// KeyError); transformers 5 writes rope_theta and the scaling into
+// "rope_parameters"; optional fields take transformers' per-architecture
+// defaults; every field is type-checked.
+#define BASE "\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":172," \
+             "\"num_hidden_layers\":2,\"num_attention_heads\":8,\"vocab_size\":512"
+static void check_required_fields(void) {
+    static const char *const llama3_keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                              "original_max_position_embeddings"};
+    static const char *const llama3_vals[] = {"8.0", "1.0", "4.0", "8192"};
+    for (int drop = 0; drop < 4; drop++) {
+        char json[1024], rs[512] = "\"rope_type\":\"llama3\"";
+        for (int k = 0; k < 4; k++)
+            if (k != drop)
+                snprintf(rs + strlen(rs), sizeof rs - strlen(rs), ",\"%s\":%s", llama3_keys[k], llama3_vals[k]);
+        snprintf(json, sizeof json, "{" BASE ",\"max_position_embeddings\":131072,\"rope_scaling\":{%s}}", rs);
+        pq_config c;
+        pq_status s = parse(json, &c);
+        PQ_CHECK(s == PQ_ERR_FORMAT && strstr(pq_last_error(), llama3_keys[drop]) && strstr(pq_last_error(), "missing"),
+                 "llama3 rope_scaling without %s refused (%s; factor %g)", llama3_keys[drop],
+                 s ? pq_last_error() : "accepted", (double)c.rope_factor);
+    }
+    static const struct { const char *extra, *needle, *what; } bad[] = {
+        {",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":\"8\",\"low_freq_factor\":1,\"high_freq_factor\":4,"
+         "\"original_max_position_embeddings\":8192}", "factor\" must be a number", "llama3 factor as a string"},
+        {",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+         "\"original_max_position_embeddings\":8192.5}", "must be an integer", "llama3 original_max_position_embeddings 8192.5"},
+        {",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2}", "rope type \"linear\"", "linear rope refused by name"},
+        {",\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":2}", "rope type \"dynamic\"", "dynamic rope refused by name"},
+        {",\"rope_scaling\":{\"factor\":2}", "no \"rope_type\"", "rope_scaling without a type"},
+        {",\"rope_scaling\":[1]", "must be an object", "rope_scaling as a list"},
+        {",\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096}",
+         "rope type \"yarn\"", "rope_parameters yarn refused by name"},
+        {",\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"default\"},\"sliding_attention\":{\"rope_type\":\"default\"}}",
+         "full_attention\": RoPE parameters per layer type", "per-layer-type rope_parameters refused"},
+        {",\"partial_rotary_factor\":0.5", "partial_rotary_factor", "partial rotary factor (RoPE on half of head_dim)"},
+        {",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":10000,\"partial_rotary_factor\":0.5}",
+         "partial_rotary_factor", "partial rotary factor inside rope_parameters"},
+        {",\"mlp_bias\":\"true\"", "\"mlp_bias\" must be true or false", "mlp_bias as a string"},
+        {",\"mlp_bias\":true", "mlp_bias", "mlp_bias true"},
+        {",\"hidden_act\":5", "\"hidden_act\" must be a string", "hidden_act as a number"},
+        {",\"torch_dtype\":16", "\"torch_dtype\" must be a string", "torch_dtype as a number"},
+        {",\"bos_token_id\":\"1\"", "must be a token id", "bos_token_id as a string"},
+        {",\"eos_token_id\":[2,\"x\"]", "must be a token id", "eos_token_id list with a string"},
+        {",\"rope_theta\":0.5", "out of range", "rope_theta below 1"},
+        {",\"rms_norm_eps\":-1e-6", "out of range", "negative rms_norm_eps"},
+        {",\"num_key_value_heads\":16", "not a multiple", "more kv heads than heads"},
+        {",\"head_dim\":7", "must be even", "odd head_dim"},
+        {",\"tie_word_embeddings\":1", "must be true or false", "tie_word_embeddings as 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, "{" BASE "%s}", bad[i].extra);
+        pq_config c;
+        pq_status s = parse(json, &c);
+        PQ_CHECK(s == PQ_ERR_FORMAT && strstr(pq_last_error(), bad[i].needle), "refused: %s (%s)", bad[i].what,
+                 s ? pq_last_error() : "accepted");
+    }
+    // transformers 5 writes rope_theta and the llama3 scaling into rope_parameters
+    pq_config c;
+    const char *v5 = "{" BASE ",\"max_position_embeddings\":131072,\"rope_parameters\":{\"factor\":32.0,"
+                     "\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,\"original_max_position_embeddings\":8192,"
+                     "\"rope_theta\":500000.0,\"rope_type\":\"llama3\"}}";
+    pq_status s = parse(v5, &c);
+    PQ_CHECK(s == PQ_OK && c.rope_theta == 500000.0f && c.rope_llama3 && c.rope_factor == 32.0f &&
+                 c.rope_orig_max_pos == 8192,
+             "transformers 5 rope_parameters: theta %g, llama3 factor %g (%s)", (double)c.rope_theta,
+             (double)c.rope_factor, s ? pq_last_error() : "ok");
+    const char *v5d = "{" BASE ",\"rope_parameters\":{\"rope_theta\":1000000.0,\"rope_type\":\"default\"}}";
+    s = parse(v5d, &c);
+    PQ_CHECK(s == PQ_OK && c.rope_theta == 1000000.0f && !c.rope_llama3, "transformers 5 default rope_parameters: theta %g",
+             (double)c.rope_theta);
+    // optional fields default as transformers' config classes do
+    static const struct { const char *arch; int max_pos, window; } dflt[] = {
+        {"LlamaForCausalLM", 2048, 0}, {"MistralForCausalLM", 131072, 4096}, {"Qwen2ForCausalLM", 32768, 0}};
+    for (int i = 0; i < 3; i++) {
+        char json[512];
+        snprintf(json, sizeof json, "{\"architectures\":[\"%s\"],\"hidden_size\":64,\"intermediate_size\":172,"
+                 "\"num_hidden_layers\":2,\"num_attention_heads\":8,\"vocab_size\":512}", dflt[i].arch);
+        s = parse(json, &c);
+        PQ_CHECK(s == PQ_OK && c.max_pos == dflt[i].max_pos && c.sliding_window == dflt[i].window &&
+                     c.rope_theta == 10000.0f && c.rms_eps == 1e-6f,
+                 "%s defaults: max_position_embeddings %d (want %d), sliding_window %d (want %d)", dflt[i].arch,
+                 c.max_pos, dflt[i].max_pos, c.sliding_window, dflt[i].window);
+    }
+}
+
 int main(void) {
     check_fixture();
     check_architectures();
     check_refusals();
+    check_required_fields();
     return pq_test_done();
 }

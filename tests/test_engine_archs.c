@@ -5,7 +5,7 @@
 //   Qwen2    BF16, q/k/v bias, GQA, untied head, sliding window from layer 1
 //            (use_sliding_window + max_window_layers)
 //   Mistral  F32, sliding window in every layer, GQA
-//   Llama 3  F16, llama3 rope_scaling, attention_bias, explicit head_dim
+//   Llama 3  F16, llama3 rope_scaling, attention_bias (q/k/v and o_proj bias), explicit head_dim
 //            (q dim 2 x hidden), one kv head, tied embeddings
 // Prefill and incremental decode (through the KV cache and the window) must
 // match the reference's logits: relative L2 < 1e-4 per token (fp32 sums of
@@ -27,7 +27,8 @@
 typedef struct {
     const char *what, *arch, *extra; // extra: more config.json keys
     pq_dtype dt;
-    int hidden, inter, layers, heads, kv, head_dim, vocab, tied, bias;
+    int hidden, inter, layers, heads, kv, head_dim, vocab, tied;
+    int bias;                        // 1: q/k/v bias (Qwen2), 2: q/k/v/o bias (Llama attention_bias)
     double theta;
     int window, window_from;         // HF semantics, for the reference
     int llama3;                      // rope_scaling factor 8, low 1, high 4, original 8192
@@ -42,14 +43,14 @@ static const arch_case CASES[] = {
     {"Llama 3 (F16, llama3 rope scaling, attention_bias, head_dim 64 x 2 heads, MQA, tied)", "LlamaForCausalLM",
      "\"attention_bias\": true, \"head_dim\": 64, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
      "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192},",
-     PQ_DT_F16, 64, 100, 2, 2, 1, 64, 300, 1, 1, 500000.0, 0, 0, 1},
+     PQ_DT_F16, 64, 100, 2, 2, 1, 64, 300, 1, 2, 500000.0, 0, 0, 1},
 };
 
 // The reference model: every weight as the f32 value of what was stored.
 typedef struct {
     const arch_case *c;
     float *embed, *head, *final_norm;
-    float *w[8][7], *b[8][3], *attn_norm[8], *mlp_norm[8];
+    float *w[8][7], *b[8][4], *attn_norm[8], *mlp_norm[8];
 } ref_model;
 
 static float *randn(size_t n, float scale) {
@@ -100,7 +101,7 @@ static int write_checkpoint(const char *dir, const arch_case *c, ref_model *r) {
         for (int s = 0; s < 7; s++) {
             r->w[l][s] = randn((size_t)rows[s] * cols[s], 1.0f / sqrtf((float)cols[s]));
             DEF(r->w[l][s], rows[s], cols[s], "model.layers.%d.%s.weight", l, slots[s]);
-            if (c->bias && s < 3) {
+            if (c->bias && s < (c->bias == 2 ? 4 : 3)) {
                 r->b[l][s] = randn((size_t)rows[s], 0.5f);
                 DEF(r->b[l][s], rows[s], 0, "model.layers.%d.%s.bias", l, slots[s]);
             }
@@ -157,7 +158,7 @@ static void free_ref(ref_model *r) {
     free(r->final_norm);
     for (int l = 0; l < r->c->layers; l++) {
         for (int s = 0; s < 7; s++) free(r->w[l][s]);
-        for (int s = 0; s < 3; s++) free(r->b[l][s]);
+        for (int s = 0; s < 4; s++) free(r->b[l][s]);
         free(r->attn_norm[l]), free(r->mlp_norm[l]);
     }
 }
@@ -244,7 +245,7 @@ static void ref_forward(const ref_model *r, const int32_t *tok, int T, float *lo
                     att[hq * d + i] = acc;
                 }
             }
-            matvec(r->w[l][3], NULL, att, H, q, o);
+            matvec(r->w[l][3], r->b[l][3], att, H, q, o);
             for (int i = 0; i < H; i++) x[(size_t)t * H + i] += o[i];
         }
         for (int t = 0; t < T; t++) {
@@ -287,7 +288,8 @@ static void check_case(const arch_case *c, const char *root, int k) {
     p.device = PQ_DEVICE_CPU, p.max_ctx = 64;
     if (s == PQ_OK) s = pq_engine_create(m, &p, &e);
     PQ_CHECK(s == PQ_OK && m->cfg.window_from_layer == c->window_from &&
-                 (c->window == 0 || m->cfg.sliding_window == c->window) && m->cfg.qkv_bias == c->bias,
+                 (c->window == 0 || m->cfg.sliding_window == c->window) && m->cfg.qkv_bias == (c->bias > 0) &&
+                 m->cfg.o_bias == (c->bias == 2),
              "%s: opens, config as written (%s)", c->what, s ? pq_last_error() : "ok");
     if (s == PQ_OK) {
         pq_test_poison(got, nl);

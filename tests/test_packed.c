@@ -265,6 +265,65 @@ static pq_status rewrite_tensors(const char *src, const char *dst, const char *d
     return s;
 }
 
+// dst = a copy of src whose model.safetensors header has pad more spaces:
+// the same checkpoint with every tensor pad bytes later in the file.
+static int shift_data(const char *src, const char *dst, int pad) {
+    char path[1100], cmd[3400], *img = NULL;
+    size_t len;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dst, src, dst);
+    if (system(cmd) != 0) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    if (pq_file_read(path, (size_t)1 << 28, &img, &len) != PQ_OK) return 0;
+    uint64_t hl = 0;
+    for (int k = 7; k >= 0; k--) hl = hl << 8 | (uint8_t)img[k];
+    snprintf(path, sizeof path, "%s/model.safetensors", dst);
+    FILE *f = fopen(path, "wb");
+    uint64_t nl = hl + (uint64_t)pad;
+    for (int k = 0; f && k < 8; k++) fputc((int)(nl >> (8 * k)) & 255, f);
+    int ok = f && fwrite(img + 8, 1, hl, f) == hl;
+    for (int k = 0; ok && k < pad; k++) fputc(' ', f);
+    ok = ok && fwrite(img + 8 + hl, 1, len - 8 - hl, f) == len - 8 - hl;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(img);
+    return ok;
+}
+
+// dst = src plus an identity weight_g_idx (group = column / 32) for every
+// packed linear; with bump >= 0, element 100 of layer 0's down_proj is bump.
+static int with_g_idx(const char *src, const char *dst, int bump) {
+    char path[1100], cmd[3400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dst, src, dst);
+    if (system(cmd) != 0) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    pq_st *st;
+    if (pq_st_open(path, &st) != PQ_OK) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dst);
+    pq_st_writer *w;
+    pq_status s = pq_st_writer_create(path, &w);
+    int32_t g[172];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && s == PQ_OK) s = pq_st_writer_begin(w);
+        for (int i = 0; s == PQ_OK && i < pq_st_count(st); i++) {
+            const pq_tensor *t = pq_st_at(st, i);
+            const char *suffix = strstr(t->name, ".weight_packed");
+            char name[600];
+            if (pass == 0) s = pq_st_writer_declare(w, t->name, t->dtype, t->ndim, t->shape);
+            else s = pq_st_writer_put(w, t->name, t->data, t->nbytes);
+            if (!suffix || s != PQ_OK) continue;
+            snprintf(name, sizeof name, "%.*s.weight_g_idx", (int)(suffix - t->name), t->name);
+            int64_t cols = strstr(t->name, "down_proj") ? 172 : 64;
+            for (int c = 0; c < cols; c++) g[c] = c / 32;
+            if (bump >= 0 && strcmp(name, "model.layers.0.mlp.down_proj.weight_g_idx") == 0) g[100] = bump;
+            if (pass == 0) s = pq_st_writer_declare(w, name, PQ_DT_I32, 1, &cols);
+            else s = pq_st_writer_put(w, name, g, (size_t)cols * 4);
+        }
+    }
+    if (s == PQ_OK) s = pq_st_writer_commit(w, 0);
+    pq_st_writer_free(w);
+    pq_st_close(st);
+    return s == PQ_OK;
+}
+
 static void expect_open_fails(const char *dir, const char *needle, const char *what) {
     pq_model *m;
     pq_status s = pq_model_open(dir, &m);
@@ -289,22 +348,21 @@ static void test_reader(void) {
     expect_open_fails(bad, "quant_method \"gptq\"", "another quant_method");
     copy_edit_config(good, bad, "\"pack-quantized\"", "\"marlin-24\"");
     expect_open_fails(bad, "format \"marlin-24\"", "an unknown format");
+    // issue 10 item 14: zero points in a checkpoint whose config says
+    // symmetric were ignored (one of the two is wrong: PPL 2608)
     copy_edit_config(good, bad, "\"symmetric\": false", "\"symmetric\": true");
+    expect_open_fails(bad, "weight_zero_point' is present, but quantization_config says symmetric: true",
+                      "item 14: zero points with symmetric: true");
     pq_model *m = NULL;
-    pq_status st = pq_model_open(bad, &m); // a stray zero point is ignored, as compressed-tensors does
-    PQ_CHECK(st == PQ_OK && m->layers[0].lin[0].q.zeros == NULL, "symmetric config: stray zero points unused");
-    pq_model_free(m);
     copy_edit_config(good, bad, "\"lm_head\"", "\"re:.*mlp.*\"");
-    st = pq_model_open(bad, &m);
+    pq_status st = pq_model_open(bad, &m);
     PQ_CHECK(st != PQ_OK && strstr(pq_last_error(), "mlp.gate_proj.weight' is missing"),
              "ignore \"re:.*mlp.*\" makes the MLP dense: %s", pq_last_error());
     PQ_CHECK(rewrite_tensors(good, bad, "model.layers.3.self_attn.k_proj.weight_shape", NULL, 0, 0, NULL, PQ_DT_F16) == PQ_OK,
              "a checkpoint without one tensor");
     expect_open_fails(bad, "model.layers.3.self_attn.k_proj.weight_shape' is missing", "a missing weight_shape");
-    // an F16 [1] tensor sorted just before down_proj's codes shifts them off 4-byte alignment
-    uint16_t one = 0x3c00;
-    PQ_CHECK(rewrite_tensors(good, bad, NULL, "model.layers.0.mlp.down_proj.a", PQ_DT_F16, 1, &one, PQ_DT_F16) == PQ_OK,
-             "a checkpoint with misaligned codes");
+    // two spaces more in the header shift every tensor off 4-byte alignment in the file
+    PQ_CHECK(shift_data(good, bad, 2), "a checkpoint with misaligned codes");
     pq_model *a = NULL, *b = NULL;
     int ok = pq_model_open(good, &a) == PQ_OK && pq_model_open(bad, &b) == PQ_OK;
     if (ok) {
@@ -314,17 +372,17 @@ static void test_reader(void) {
         pq_linear_rows(La, 0, La->rows, x);
         pq_linear_rows(Lb, 0, Lb->rows, y);
         const pq_tensor *t = pq_st_find(b->st, "model.layers.0.mlp.down_proj.weight_packed");
-        ok = t && ((uintptr_t)t->data & 3) != 0 && ((uintptr_t)Lb->q.packed & 3) == 0 && memcmp(x, y, n * 4) == 0;
+        ok = t && t->offset % 4 != 0 && ((uintptr_t)Lb->q.packed & 3) == 0 && memcmp(x, y, n * 4) == 0;
         free(x), free(y);
     }
     PQ_CHECK(ok, "misaligned codes are read through an aligned copy, same weights");
     pq_model_free(b);
     // GPTQ act-order: weight_g_idx maps columns to groups; the identity order reads the same weights
-    int32_t g_idx[172];
-    for (int c = 0; c < 172; c++) g_idx[c] = c / 32;
-    const char *gname = "model.layers.0.mlp.down_proj.weight_g_idx";
-    ok = rewrite_tensors(good, bad, NULL, gname, PQ_DT_I32, 172, g_idx, PQ_DT_F16) == PQ_OK && a &&
-         pq_model_open(bad, &b) == PQ_OK;
+    char bad2[1100];
+    snprintf(bad2, sizeof bad2, "%s", tpath("bad2"));
+    ok = with_g_idx(good, bad, -1) && a;
+    copy_edit_config(bad, bad2, "\"actorder\": null", "\"actorder\": \"group\"");
+    ok = ok && pq_model_open(bad2, &b) == PQ_OK;
     if (ok) {
         const pq_linear *La = &a->layers[0].lin[PQ_DOWN], *Lb = &b->layers[0].lin[PQ_DOWN];
         size_t n = (size_t)La->rows * La->cols;
@@ -335,11 +393,24 @@ static void test_reader(void) {
         free(x), free(y);
         pq_model_free(b);
     }
-    PQ_CHECK(ok, "weight_g_idx is read (identity order: same weights)");
-    g_idx[100] = 6;
-    ok = rewrite_tensors(good, bad, NULL, gname, PQ_DT_I32, 172, g_idx, PQ_DT_F16) == PQ_OK;
-    expect_open_fails(bad, "weight_g_idx'[100] = 6 is not a group in [0, 6)", "a g_idx out of range");
+    PQ_CHECK(ok, "weight_g_idx is read (identity order: same weights) (%s)", ok ? "ok" : pq_last_error());
+    // item 14: g_idx without actorder "group" in the config, and the reverse
+    expect_open_fails(bad, "weight_g_idx' is present, but quantization_config's actorder is null",
+                      "item 14: g_idx tensors under actorder null");
+    copy_edit_config(good, bad2, "\"actorder\": null", "\"actorder\": \"group\"");
+    expect_open_fails(bad2, "says actorder \"group\" but tensor 'model.layers.0.self_attn.q_proj.weight_g_idx' is missing",
+                      "item 14: actorder group without g_idx");
+    ok = with_g_idx(good, bad, 6);
+    copy_edit_config(bad, bad2, "\"actorder\": null", "\"actorder\": \"group\"");
+    expect_open_fails(bad2, "weight_g_idx'[100] = 6 is not a group in [0, 6)", "a g_idx out of range");
+    // item 13: tensors the config does not account for are refused, not
+    // ignored -- here an input scale beside dynamic (no) activation quantization
+    float one = 1;
+    ok = rewrite_tensors(good, bad, NULL, "model.layers.1.mlp.up_proj.input_scale", PQ_DT_F32, 1, &one, PQ_DT_F16) == PQ_OK;
+    expect_open_fails(bad, "tensor 'model.layers.1.mlp.up_proj.input_scale' is not part of the LlamaForCausalLM",
+                      "item 13: an input_scale a weight-only scheme does not use");
     pq_model_free(a);
+    rm_rf(bad2);
     rm_rf(bad);
     rm_rf(good);
 }
@@ -613,6 +684,64 @@ static void test_odd_bits(void) {
     }
 }
 
+// quantization_config fields pq ignored although they change what the
+// tensors mean, fields of the wrong JSON type, and QuantizationArgs'
+// defaults for absent fields (issue 10: the rest of items 4 and 14's kind).
+static void test_config_fields(void) {
+#define QCFG(extra, weights) "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"," \
+    "\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"weights\":{" weights "}}}" extra "}}"
+#define W4 "\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":32"
+    static const struct { const char *json, *needle, *what; } bad[] = {
+        {QCFG(",\"transform_config\":{\"config_groups\":{\"R1\":{\"type\":\"hadamard\"}}}", W4), "transform_config",
+         "a transform_config (rotated weights)"},
+        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"format\":\"int-quantized\",\"weights\":{" W4 "}}}}}",
+         "group_0.format differs", "a scheme format other than the config's"},
+        {QCFG("", "\"num_bits\":4,\"type\":\"int\",\"strategy\":5,\"group_size\":32"), "strategy must be a string",
+         "strategy as a number (was inferred from group_size)"},
+        {QCFG(",\"quantization_status\":1", W4), "quantization_status must be a string", "quantization_status as a number"},
+        {QCFG("", "\"num_bits\":\"4\",\"type\":\"int\",\"strategy\":\"group\",\"group_size\":32"), "num_bits must be an integer",
+         "num_bits as a string"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pq_packed_info info;
+        pq_status st = pq_packed_info_parse(bad[i].json, strlen(bad[i].json), "cfg.json", &info);
+        PQ_CHECK(st == PQ_ERR_FORMAT && strstr(pq_last_error(), bad[i].needle) && strstr(pq_last_error(), "cfg.json"),
+                 "%s refused (%s)", bad[i].what, st ? pq_last_error() : "accepted");
+        pq_packed_info_free(&info);
+    }
+    const char *dflt = QCFG("", "\"strategy\":\"group\",\"group_size\":128");
+    pq_packed_info info;
+    pq_status st = pq_packed_info_parse(dflt, strlen(dflt), "cfg.json", &info);
+    PQ_CHECK(st == PQ_OK && info.scheme.bits == 8 && !info.scheme.is_float && info.scheme.sym && info.scheme.group == 128,
+             "absent num_bits / type / symmetric: 8-bit symmetric int, as QuantizationArgs defaults (%s)",
+             st ? pq_last_error() : "ok");
+    pq_packed_info_free(&info);
+    // ignore patterns: Python re.match (anchored at the start), compiled once
+    const char *ign = QCFG(",\"ignore\":[\"lm_head\",\"re:model\\\\.layers\\\\.\\\\d+\\\\.mlp\\\\.(?:gate|up)_proj$\",\"re:mlp\"]", W4);
+    st = pq_packed_info_parse(ign, strlen(ign), "cfg.json", &info);
+    PQ_CHECK(st == PQ_OK && pq_packed_ignored(&info, "lm_head") && pq_packed_ignored(&info, "model.layers.12.mlp.up_proj") &&
+                 pq_packed_ignored(&info, "model.layers.0.mlp.gate_proj") &&
+                 !pq_packed_ignored(&info, "model.layers.0.mlp.down_proj") &&
+                 !pq_packed_ignored(&info, "model.layers.0.mlp.up_proj.x") && !pq_packed_ignored(&info, "lm_head2"),
+             "ignore: names exactly, \"re:\" patterns in Python syntax from the start of the name (%s)",
+             st ? pq_last_error() : "ok");
+    pq_packed_info_free(&info);
+    // each pattern is bounded, and so is the list: matching costs what its programs cost
+    char big[60000];
+    size_t bn = (size_t)snprintf(big, sizeof big, "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\","
+                                 "\"format\":\"pack-quantized\",\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],"
+                                 "\"weights\":{\"num_bits\":4,\"strategy\":\"channel\"}}},\"ignore\":[");
+    for (int i = 0; i < 40; i++) bn += (size_t)snprintf(big + bn, sizeof big - bn, "%s\"re:x{1000}%d\"", i ? "," : "", i);
+    snprintf(big + bn, sizeof big - bn, "]}}");
+    st = pq_packed_info_parse(big, strlen(big), "cfg.json", &info);
+    PQ_CHECK(st == PQ_ERR_FORMAT && strstr(pq_last_error(), "compile to more than 32768 instructions"),
+             "40 patterns of 1000 repetitions each: the list's total is bounded (%s)", pq_last_error());
+    pq_packed_info_free(&info);
+#undef QCFG
+#undef W4
+}
+
 int main(void) {
     pq_test_seed();
     fixture = pq_test_path("fixtures/stories260K");
@@ -620,8 +749,9 @@ int main(void) {
     if (!mkdtemp(tmp)) return printf("FAIL - mkdtemp\n"), 1;
     test_sha256();
     test_odd_bits();
-    if (!pq_dir_exists(fixture)) {
-        pq_test_skip("packed round trips: no fixture at %s", fixture);
+    test_config_fields();
+    if (!pq_dir_exists(fixture)) { // the fixture is part of the project's shared data: missing is a failure
+        PQ_CHECK(0, "packed round trips: the fixture at %s", fixture);
     } else {
         test_schemes();
         test_reader();

@@ -248,8 +248,7 @@ static void test_roundtrip(void) {
     for (int i = 0; st && i < pq_st_count(st); i++) {
         const pq_tensor *t = pq_st_at(st, i);
         if (i > 0 && strcmp(pq_st_at(st, i - 1)->name, t->name) >= 0) sorted = 0;
-        if ((uint64_t)((const uint8_t *)t->data - (const uint8_t *)pq_st_at(st, 0)->data) + 8 + n != expect_off)
-            sorted = 0;
+        if (t->offset != expect_off) sorted = 0;
         expect_off += t->nbytes;
     }
     PQ_CHECK(sorted, "tensors laid out in byte-wise name order, back to back");
@@ -342,17 +341,19 @@ static void test_zstd(void) {
     size_t plen, zlen, dlen = 0;
     uint8_t *plain = slurp(path, &plen), *z = slurp(zpath, &zlen), *dec = NULL;
     uint64_t disk = 0;
-    PQ_CHECK(pq_zstd_read_file(zpath, (size_t)1 << 30, &dec, &dlen, &disk) == PQ_OK && dlen == plen &&
-                 memcmp(dec, plain, plen) == 0 && disk == zlen,
+    pq_zstd_reader *zr = NULL;
+    dec = malloc(plen + 1);
+    int rd = pq_zstd_reader_open(zpath, &zr) == PQ_OK && pq_zstd_reader_declared(zr) == plen &&
+             pq_zstd_reader_read(zr, dec, plen + 1, &dlen) == PQ_OK;
+    if (rd) disk = pq_zstd_reader_disk_bytes(zr);
+    PQ_CHECK(rd && dlen == plen && memcmp(dec, plain, plen) == 0 && disk == zlen,
              "the .zst decompresses to exactly the plain file (%zu -> %zu bytes)", plen, zlen);
+    pq_zstd_reader_free(zr);
     free(dec);
     // frame header: magic, then a descriptor with the content-size field and the checksum flag
     PQ_CHECK(z && zlen > 8 && le64(z) % ((uint64_t)1 << 32) == 0xFD2FB528u && (z[4] & 0x04) &&
                  (z[4] >> 6 || (z[4] & 0x20)),
              "a standard zstd frame with checksum and content size");
-    PQ_CHECK(pq_zstd_read_file(zpath, plen - 1, &dec, &dlen, NULL) == PQ_ERR_FORMAT && !dec &&
-                 contains(pq_last_error(), "z.safetensors.zst"),
-             "decompression stops at max_bytes: %s", pq_last_error());
 
     pq_st *st = NULL;
     PQ_CHECK(pq_st_open(zpath, &st) == PQ_OK && pq_st_count(st) == 2 && pq_st_file_disk_bytes(st, 0) == zlen &&
@@ -475,6 +476,12 @@ static void test_sharded(void) {
                       "\"zz\":\"model-00001-of-00002.safetensors\"}}");
     expect_reject(idx, "notin.index.json", PQ_ERR_FORMAT, "an index listing a tensor its shard lacks");
     PQ_CHECK(contains(pq_last_error(), "'zz'"), "the message names the tensor: %s", pq_last_error());
+    idx = write_index(dir, "unlisted.index.json",
+                      "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
+                      "\"c\":\"model-00002-of-00002.safetensors\"}}");
+    expect_reject(idx, "unlisted.index.json", PQ_ERR_FORMAT, "an index leaving out a tensor its shard holds");
+    PQ_CHECK(contains(pq_last_error(), "tensor 'b' is in model-00001-of-00002.safetensors but not in weight_map"),
+             "... naming it: %s", pq_last_error());
     idx =
         write_index(dir, "wrong.index.json",
                     "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
@@ -800,6 +807,88 @@ static void test_bad_inputs(void) {
              "open_buffer rejects a truncated image: %s", pq_last_error());
 }
 
+// Issue 10 item 10: the format lets the header length be any number, so
+// every tensor can sit at an odd address; readers (the kernels, the
+// quantizers, the CUDA upload) load them as typed arrays. Every tensor
+// comes back aligned to its dtype's size with its file bytes, plain, .zst
+// and in memory, for header lengths 8k+1 .. 8k+7.
+static void test_alignment(void) {
+    static const struct { const char *name, *dtype; size_t size, n; } ts[] = {
+        {"a", "F32", 4, 3}, {"b", "F16", 2, 5}, {"c", "BF16", 2, 2}, {"d", "I64", 8, 1}, {"e", "U8", 1, 3},
+        {"f", "F64", 8, 2}, {"g", "I32", 4, 1}};
+    enum { NT = sizeof ts / sizeof ts[0] };
+    int all_ok = 1, copied = 0;
+    for (int pad = 1; pad < 8; pad++) {
+        char header[1024];
+        size_t off = 0, hl = 0;
+        hl += (size_t)snprintf(header, sizeof header, "{");
+        for (int i = 0; i < NT; i++) {
+            size_t nb = ts[i].size * ts[i].n;
+            hl += (size_t)snprintf(header + hl, sizeof header - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],"
+                                   "\"data_offsets\":[%zu,%zu]}", i ? "," : "", ts[i].name, ts[i].dtype, ts[i].n,
+                                   off, off + nb);
+            off += nb;
+        }
+        hl += (size_t)snprintf(header + hl, sizeof header - hl, "}");
+        while ((8 + hl) % 8 != (size_t)pad) header[hl++] = ' '; // data region starts at 8k + pad
+        header[hl] = 0;
+        uint8_t *img = malloc(8 + hl + off);
+        for (int i = 0; i < 8; i++) img[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+        memcpy(img + 8, header, hl);
+        fill_random(img + 8 + hl, off);
+        write_bytes(tp("odd.safetensors"), img, 8 + hl + off);
+        pq_zstd_compress_file(tp("odd.safetensors"), tp("odd.safetensors.zst"), 1);
+        for (int form = 0; form < 3; form++) {
+            pq_st *st = NULL;
+            pq_status s = form == 0 ? pq_st_open(tp("odd.safetensors"), &st)
+                        : form == 1 ? pq_st_open(tp("odd.safetensors.zst"), &st)
+                                    : pq_st_open_buffer(img, 8 + hl + off, "odd", &st);
+            int ok = s == PQ_OK && pq_st_count(st) == NT;
+            for (int i = 0; ok && i < NT; i++) {
+                const pq_tensor *t = pq_st_find(st, ts[i].name);
+                ok = t && (uintptr_t)t->data % ts[i].size == 0 && t->offset < 8 + hl + off &&
+                     memcmp(t->data, img + t->offset, t->nbytes) == 0;
+                copied += t && t->data != img + t->offset;
+            }
+            if (!ok) {
+                all_ok = 0;
+                printf("    header length 8k+%d, %s: %s\n", pad, form == 0 ? "plain" : form == 1 ? "zst" : "buffer",
+                       s == PQ_OK ? "a tensor is misaligned or differs" : pq_last_error());
+            }
+            pq_st_close(st);
+        }
+        free(img);
+    }
+    PQ_CHECK(all_ok && copied > 0, "data regions at 8k+1 .. 8k+7: every tensor aligned to its dtype, bytes as in the "
+             "file (plain, .zst, buffer; %d copied)", copied);
+}
+
+// Issue 10 item 12: [2^62, 0] holds no bytes. The reader counted elements
+// first, the writer bytes first (2 x 2^62 overflowed), so a file pq read it
+// could not write; both count elements now.
+static void test_empty_huge_dim(void) {
+    const char *path = tp("empty_dim.safetensors");
+    int64_t shape[2] = {(int64_t)1 << 62, 0};
+    pq_st_writer *w = NULL;
+    pq_status s = pq_st_writer_create(path, &w);
+    if (s == PQ_OK) s = pq_st_writer_declare(w, "e", PQ_DT_F16, 2, shape);
+    if (s == PQ_OK) s = pq_st_writer_begin(w);
+    if (s == PQ_OK) s = pq_st_writer_put(w, "e", "", 0);
+    if (s == PQ_OK) s = pq_st_writer_commit(w, 0);
+    pq_st_writer_free(w);
+    pq_st *st = NULL;
+    if (s == PQ_OK) s = pq_st_open(path, &st);
+    const pq_tensor *t = s == PQ_OK ? pq_st_find(st, "e") : NULL;
+    PQ_CHECK(t && t->ndim == 2 && t->shape[0] == shape[0] && t->shape[1] == 0 && t->nbytes == 0 && t->numel == 0,
+             "a [2^62, 0] tensor is written and read back: 0 bytes (%s)", why(s));
+    pq_st_close(st);
+    int64_t over[2] = {(int64_t)1 << 60, 4};
+    PQ_CHECK(pq_st_writer_create(path, &w) == PQ_OK && pq_st_writer_declare(w, "e", PQ_DT_F16, 2, over) == PQ_ERR_ARG &&
+                 contains(pq_last_error(), "byte size overflows"),
+             "[2^60, 4] F16 (2^63 bytes) is refused: %s", pq_last_error());
+    pq_st_writer_free(w);
+}
+
 int main(void) {
     pq_test_seed();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pq_test_st.XXXXXX");
@@ -811,6 +900,8 @@ int main(void) {
     test_fileio();
     test_roundtrip();
     test_fixture();
+    test_alignment();
+    test_empty_huge_dim();
     test_zstd();
     test_sharded();
     test_resume();

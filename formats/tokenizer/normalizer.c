@@ -87,13 +87,27 @@ pq_status pq_norm_parse(const json_t *j, pq_norm **out) {
     return PQ_OK;
 }
 
+static const char *step_name(step_kind k) {
+    return k == PREPEND ? "Prepend" : k == REPLACE ? "Replace" : k == NFC ? "NFC" : "NFD";
+}
+
 pq_status pq_norm_apply(const pq_norm *n, const char *s, size_t len, pq_tbuf *out) {
     pq_tbuf tmp = {0};
     pq_status st = PQ_OK;
+    size_t limit = len < (SIZE_MAX - PQ_NORM_SLACK) / PQ_NORM_MAX_GROWTH ? PQ_NORM_MAX_GROWTH * len + PQ_NORM_SLACK
+                                                                         : SIZE_MAX;
     out->len = 0;
     PQ_TRY_GOTO(st, pq_tbuf_append(out, s, len));
     for (size_t k = 0; k < n->n; k++) {
         const step *p = &n->st[k];
+        size_t want = p->kind == PREPEND   ? out->len + strlen(p->content)
+                      : p->kind == REPLACE ? pq_replace_len(out->p, out->len, p->pattern, p->content)
+                                           : 0; // NFC / NFD: at most 3x, checked after
+        PQ_CHECK_GOTO(want > limit, st, PQ_ERR_FORMAT, "normalizer step %zu (%s%s%.20s%s%.20s%s) would make a %zu-byte "
+                      "text %zu bytes, more than %dx its length: the normalizers expand without bound", k + 1,
+                      step_name(p->kind), p->pattern ? " '" : p->content ? " '" : "", p->pattern ? p->pattern : "",
+                      p->pattern ? "' -> '" : "", p->content ? p->content : "", p->content ? "'" : "", len, want,
+                      PQ_NORM_MAX_GROWTH);
         tmp.len = 0;
         switch (p->kind) {
         case PREPEND:
@@ -111,6 +125,8 @@ pq_status pq_norm_apply(const pq_norm *n, const char *s, size_t len, pq_tbuf *ou
             PQ_TRY_GOTO(st, pq_uni_nfd(out->p, out->len, &tmp));
             break;
         }
+        PQ_CHECK_GOTO(tmp.len > limit, st, PQ_ERR_FORMAT, "normalizer step %zu (%s) made a %zu-byte text %zu bytes, "
+                      "more than %dx its length", k + 1, step_name(p->kind), len, tmp.len, PQ_NORM_MAX_GROWTH);
         pq_tbuf t = *out; // swap
         *out = tmp;
         tmp = t;

@@ -29,7 +29,15 @@ void pq_norm_free(pq_norm *n); // NULL-safe
 // 1 if n leaves every text unchanged.
 int pq_norm_is_identity(const pq_norm *n);
 
+// A normalized text may be at most PQ_NORM_MAX_GROWTH x + PQ_NORM_SLACK
+// bytes of the original (real normalizers: Replace " " -> "\u2581" is 3x);
+// a chain that would grow it further (40 x Replace "a" -> "aa" doubles it 40
+// times) is refused before the step allocates.
+#define PQ_NORM_MAX_GROWTH 16
+#define PQ_NORM_SLACK 1024
+
 // Writes the normalized form of s[0..len) to out (replacing its contents).
+// PQ_ERR_FORMAT naming the step if the result would exceed the bound above.
 pq_status pq_norm_apply(const pq_norm *n, const char *s, size_t len, pq_tbuf *out);
 
 #endif

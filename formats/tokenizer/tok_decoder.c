@@ -1,5 +1,7 @@
 #include "formats/tokenizer/tok_decoder.h"
 
+#include "formats/tokenizer/normalizer.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,10 +245,21 @@ static pq_status run_step(const dstep *s, const pq_pieces *in, pq_pieces *out) {
 
 pq_status pq_tokdec_run(const pq_tokdec *d, pq_pieces *tokens, pq_pieces *tmp, pq_tbuf *out) {
     pq_pieces *cur = tokens, *nxt = tmp;
+    size_t limit = tokens->text.len < (SIZE_MAX - PQ_NORM_SLACK) / PQ_NORM_MAX_GROWTH
+                       ? PQ_NORM_MAX_GROWTH * tokens->text.len + PQ_NORM_SLACK : SIZE_MAX;
     for (size_t k = 0; k < d->n; k++) {
         nxt->n = 0;
         nxt->text.len = 0;
-        PQ_TRY(run_step(&d->st[k], cur, nxt));
+        const dstep *s = &d->st[k];
+        // Replace is the step that grows text without bound (the others
+        // shrink it, or ByteLevel's U+FFFD once at most 3x)
+        size_t want = cur->text.len;
+        for (size_t i = 0; s->kind == D_REPLACE && i < cur->n; i++)
+            want += pq_replace_len(cur->text.p + cur->p[i].off, cur->p[i].len, s->pattern, s->content) - cur->p[i].len;
+        PQ_FAIL_IF(want > limit, PQ_ERR_FORMAT, "decoder step %zu (Replace '%.20s' -> '%.20s') would make %zu bytes of "
+                   "tokens %zu bytes, more than %dx: the decoders expand without bound", k + 1, s->pattern, s->content,
+                   tokens->text.len, want, PQ_NORM_MAX_GROWTH);
+        PQ_TRY(run_step(s, cur, nxt));
         pq_pieces *t = cur;
         cur = nxt;
         nxt = t;

@@ -20,7 +20,9 @@ void pq_tokdec_free(pq_tokdec *d); // NULL-safe
 
 // Decodes the pieces in *tokens (consumed: its contents are clobbered; tmp is
 // scratch) and appends the text to out. Invalid UTF-8 that byte-level or
-// byte-fallback pieces spell becomes U+FFFD, as in the library.
+// byte-fallback pieces spell becomes U+FFFD, as in the library. A Replace
+// step that would grow the text past the normalizer bound
+// (PQ_NORM_MAX_GROWTH x + PQ_NORM_SLACK) is PQ_ERR_FORMAT naming it.
 pq_status pq_tokdec_run(const pq_tokdec *d, pq_pieces *tokens, pq_pieces *tmp, pq_tbuf *out);
 
 #endif

@@ -25,6 +25,8 @@ struct pq_tokenizer {
     pq_tokdec *dec;
     pq_added_token *added;
     size_t n_added;
+    int32_t *by_content;            // open-addressing index of added by content (-1: empty)
+    size_t by_content_cap;          // a power of two, >= 2 x n_added
     pq_added_matcher *raw, *normed; // added tokens matched before / after normalization
     int32_t *added_of_id;           // id -> index in added, or -1
     int32_t vocab_size;
@@ -42,6 +44,7 @@ void pq_tok_free(pq_tokenizer *tok) {
     pq_tokdec_free(tok->dec);
     for (size_t i = 0; i < tok->n_added; i++) free(tok->added[i].content);
     free(tok->added);
+    free(tok->by_content);
     pq_added_matcher_free(tok->raw);
     pq_added_matcher_free(tok->normed);
     free(tok->added_of_id);
@@ -116,10 +119,45 @@ done:
 
 // ---- added tokens ------------------------------------------------------------
 
+static uint64_t content_hash(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 32);
+}
+
+// The slot of content s[0..n) in the index: where it is, or the empty slot
+// where it would go.
+static size_t content_slot(const pq_tokenizer *tok, const char *s, size_t n) {
+    size_t mask = tok->by_content_cap - 1;
+    for (size_t i = content_hash(s, n) & mask;; i = (i + 1) & mask) {
+        int32_t a = tok->by_content[i];
+        if (a < 0 || (tok->added[a].len == n && memcmp(tok->added[a].content, s, n) == 0)) return i;
+    }
+}
+
+// The added token whose content is s[0..n), or -1.
+static int32_t added_index(const pq_tokenizer *tok, const char *s, size_t n) {
+    return tok->by_content_cap ? tok->by_content[content_slot(tok, s, n)] : -1;
+}
+
+static pq_status index_content(pq_tokenizer *tok, size_t a) {
+    if (2 * (tok->n_added + 1) > tok->by_content_cap) {
+        size_t cap = tok->by_content_cap ? 2 * tok->by_content_cap : 64;
+        int32_t *p = malloc(cap * sizeof *p);
+        PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "out of memory indexing added tokens");
+        for (size_t i = 0; i < cap; i++) p[i] = -1;
+        free(tok->by_content);
+        tok->by_content = p;
+        tok->by_content_cap = cap;
+        for (size_t k = 0; k < a; k++) tok->by_content[content_slot(tok, tok->added[k].content, tok->added[k].len)] = (int32_t)k;
+    }
+    tok->by_content[content_slot(tok, tok->added[a].content, tok->added[a].len)] = (int32_t)a;
+    return PQ_OK;
+}
+
 static int32_t token_to_id(const pq_tokenizer *tok, const char *s, size_t n) {
-    for (size_t i = 0; i < tok->n_added; i++)
-        if (tok->added[i].len == n && memcmp(tok->added[i].content, s, n) == 0) return tok->added[i].id;
-    return pq_bpe_lookup(tok->bpe, s, n);
+    int32_t a = added_index(tok, s, n);
+    return a >= 0 ? tok->added[a].id : pq_bpe_lookup(tok->bpe, s, n);
 }
 
 static int same_token(const pq_added_token *a, const pq_added_token *b) {
@@ -131,12 +169,13 @@ static int same_token(const pq_added_token *a, const pq_added_token *b) {
 // Adds one token as AddedVocabulary::add_tokens does: its id is that of its
 // content in the vocabulary when there is one (the "id" in the file is only
 // a hint the library checks), otherwise the next free id. Takes ownership of
-// t.content (freed when t is not kept).
+// t.content (freed when t is not kept). Constant time per token (the
+// content index), so 100,000 added tokens load in linear time.
 static pq_status add_token(pq_tokenizer *tok, pq_added_token t, int32_t *max_added) {
     pq_status st = PQ_OK;
-    for (size_t i = 0; i < tok->n_added; i++)
-        if (same_token(&tok->added[i], &t)) goto done; // an exact duplicate is ignored
-    int32_t id = token_to_id(tok, t.content, t.len);
+    int32_t a = added_index(tok, t.content, t.len);
+    if (a >= 0 && same_token(&tok->added[a], &t)) goto done; // an exact duplicate is ignored
+    int32_t id = a >= 0 ? tok->added[a].id : pq_bpe_lookup(tok->bpe, t.content, t.len);
     if (id < 0) {
         int32_t nv = (int32_t)pq_bpe_n_pieces(tok->bpe);
         id = *max_added < 0 ? nv : (*max_added >= nv || nv == 0 ? *max_added + 1 : nv);
@@ -145,16 +184,20 @@ static pq_status add_token(pq_tokenizer *tok, pq_added_token t, int32_t *max_add
     }
     if (id > *max_added) *max_added = id;
     t.id = id;
-    for (size_t i = 0; i < tok->n_added; i++)
-        if (tok->added[i].len == t.len && memcmp(tok->added[i].content, t.content, t.len) == 0) {
-            free(tok->added[i].content); // the same content again: the newer flags win
-            tok->added[i] = t;
-            return PQ_OK;
-        }
-    pq_added_token *p = realloc(tok->added, (tok->n_added + 1) * sizeof *p);
-    PQ_CHECK_GOTO(!p, st, PQ_ERR_NOMEM, "out of memory adding added tokens");
-    tok->added = p;
-    tok->added[tok->n_added++] = t;
+    if (a >= 0) { // the same content again: the newer flags win
+        free(tok->added[a].content);
+        tok->added[a] = t;
+        return PQ_OK;
+    }
+    if ((tok->n_added & (tok->n_added - 1)) == 0) { // capacity doubles at powers of two
+        pq_added_token *p = realloc(tok->added, (tok->n_added ? 2 * tok->n_added : 1) * sizeof *p);
+        PQ_CHECK_GOTO(!p, st, PQ_ERR_NOMEM, "out of memory adding added tokens");
+        tok->added = p;
+    }
+    tok->added[tok->n_added] = t;
+    st = index_content(tok, tok->n_added);
+    if (st != PQ_OK) goto done;
+    tok->n_added++;
     return PQ_OK;
 done:
     free(t.content);
@@ -171,6 +214,11 @@ static pq_status parse_added(pq_tokenizer *tok, const json_t *list) {
         pq_added_token t = {0};
         t.len = json_string_length(c);
         if (t.len == 0) continue; // the library ignores empty tokens
+        static const char *const FLAGS[] = {"special", "lstrip", "rstrip", "single_word", "normalized"};
+        for (int k = 0; k < 5; k++) {
+            const json_t *f = json_object_get(e, FLAGS[k]);
+            PQ_FAIL_IF(f && !json_is_boolean(f), PQ_ERR_FORMAT, "added_tokens[%zu].%s must be true or false", i, FLAGS[k]);
+        }
         t.special = json_is_true(json_object_get(e, "special"));
         t.lstrip = json_is_true(json_object_get(e, "lstrip"));
         t.rstrip = json_is_true(json_object_get(e, "rstrip"));
@@ -202,8 +250,8 @@ static pq_status index_added(pq_tokenizer *tok) {
             PQ_TRY_GOTO(st, pq_norm_apply(tok->norm, t->content, t->len, &norm));
             if (norm.len) PQ_TRY_GOTO(st, pq_added_matcher_add(tok->normed, norm.p, norm.len, t));
         }
-    pq_added_matcher_finish(tok->raw);
-    pq_added_matcher_finish(tok->normed);
+    PQ_TRY_GOTO(st, pq_added_matcher_finish(tok->raw));
+    PQ_TRY_GOTO(st, pq_added_matcher_finish(tok->normed));
     int32_t vs = pq_bpe_vocab_size(tok->bpe);
     for (size_t i = 0; i < tok->n_added; i++)
         if (tok->added[i].id >= vs) vs = tok->added[i].id + 1;
@@ -263,11 +311,30 @@ static pq_status parse_post(pq_tokenizer *tok, const json_t *pp, int depth) {
     return PQ_FAIL(PQ_ERR_FORMAT, "post_processor type '%.40s' is not supported", type);
 }
 
-// bos_token / eos_token of tokenizer_config.json: a string or {"content": ...}.
-static int32_t config_token(const pq_tokenizer *tok, const json_t *cfg, const char *key) {
+// bos_token / eos_token of tokenizer_config.json: a string, {"content": ...}
+// or null/absent (*id -1). A token it names must exist (transformers would
+// add it with an id the model has no embedding for).
+static pq_status config_token(const pq_tokenizer *tok, const json_t *cfg, const char *key, int32_t *id) {
     const json_t *v = json_object_get(cfg, key);
+    *id = -1;
+    if (!v || json_is_null(v)) return PQ_OK;
     if (json_is_object(v)) v = json_object_get(v, "content");
-    return json_is_string(v) ? token_to_id(tok, json_string_value(v), json_string_length(v)) : -1;
+    PQ_FAIL_IF(!json_is_string(v), PQ_ERR_FORMAT, "tokenizer_config.json: \"%s\" must be a string, "
+               "{\"content\": string} or null", key);
+    *id = token_to_id(tok, json_string_value(v), json_string_length(v));
+    PQ_FAIL_IF(*id < 0, PQ_ERR_FORMAT, "tokenizer_config.json: %s '%.64s' is not in the vocabulary", key,
+               json_string_value(v));
+    return PQ_OK;
+}
+
+// add_bos_token / add_eos_token: true, false, or null/absent (-1).
+static pq_status config_flag(const json_t *cfg, const char *key, int *out) {
+    const json_t *v = json_object_get(cfg, key);
+    *out = -1;
+    if (!v || json_is_null(v)) return PQ_OK;
+    PQ_FAIL_IF(!json_is_boolean(v), PQ_ERR_FORMAT, "tokenizer_config.json: \"%s\" must be true, false or null", key);
+    *out = json_is_true(v);
+    return PQ_OK;
 }
 
 static pq_status set_chat_template(pq_tokenizer *tok, const char *t, size_t n) {
@@ -304,19 +371,31 @@ static pq_status apply_config(pq_tokenizer *tok, const json_t *cfg) {
     tok->eos = tok->n_suffix ? tok->suffix[tok->n_suffix - 1] : -1;
     if (!cfg) return PQ_OK;
     PQ_FAIL_IF(!json_is_object(cfg), PQ_ERR_FORMAT, "tokenizer_config.json is not an object");
-    int32_t b = config_token(tok, cfg, "bos_token"), e = config_token(tok, cfg, "eos_token");
+    int32_t b, e;
+    int ab, ae;
+    PQ_TRY(config_token(tok, cfg, "bos_token", &b));
+    PQ_TRY(config_token(tok, cfg, "eos_token", &e));
+    PQ_TRY(config_flag(cfg, "add_bos_token", &ab));
+    PQ_TRY(config_flag(cfg, "add_eos_token", &ae));
+    // the BOS the template prepends is the BOS; a config naming another one
+    // without add_bos_token (which would rebuild the template) contradicts it
+    PQ_FAIL_IF(b >= 0 && ab < 0 && tok->n_prefix > 0 && tok->prefix[0] != b, PQ_ERR_FORMAT,
+               "tokenizer_config.json: bos_token is id %d, but the post_processor prepends id %d", (int)b,
+               (int)tok->prefix[0]);
+    PQ_FAIL_IF(e >= 0 && ae < 0 && tok->n_suffix > 0 && tok->suffix[tok->n_suffix - 1] != e, PQ_ERR_FORMAT,
+               "tokenizer_config.json: eos_token is id %d, but the post_processor appends id %d", (int)e,
+               (int)tok->suffix[tok->n_suffix - 1]);
     if (b >= 0) tok->bos = b;
     if (e >= 0) tok->eos = e;
     PQ_TRY(parse_chat_template(tok, json_object_get(cfg, "chat_template")));
-    const json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
-    if (json_is_boolean(ab)) {
-        PQ_FAIL_IF(json_is_true(ab) && tok->bos < 0, PQ_ERR_FORMAT, "add_bos_token is true but bos_token is unknown");
-        tok->n_prefix = json_is_true(ab);
+    if (ab >= 0) {
+        PQ_FAIL_IF(ab && tok->bos < 0, PQ_ERR_FORMAT, "add_bos_token is true but bos_token is unknown");
+        tok->n_prefix = ab;
         tok->prefix[0] = tok->bos;
     }
-    if (json_is_boolean(ae)) {
-        PQ_FAIL_IF(json_is_true(ae) && tok->eos < 0, PQ_ERR_FORMAT, "add_eos_token is true but eos_token is unknown");
-        tok->n_suffix = json_is_true(ae);
+    if (ae >= 0) {
+        PQ_FAIL_IF(ae && tok->eos < 0, PQ_ERR_FORMAT, "add_eos_token is true but eos_token is unknown");
+        tok->n_suffix = ae;
         tok->suffix[0] = tok->eos;
     }
     return PQ_OK;
@@ -411,8 +490,8 @@ pq_status pq_tok_load(const char *model_dir, pq_tokenizer **out) {
     PQ_TRY(pq_path_join(tj, sizeof tj, model_dir, "tokenizer.json"));
     PQ_TRY(pq_path_join(tc, sizeof tc, model_dir, "tokenizer_config.json"));
     PQ_TRY(pq_path_join(jt, sizeof jt, model_dir, "chat_template.jinja"));
-    PQ_TRY(pq_tok_load_files(tj, pq_file_exists(tc) ? tc : NULL, out));
-    if ((*out)->chat_template || !pq_file_exists(jt)) return PQ_OK;
+    PQ_TRY(pq_tok_load_files(tj, pq_path_exists(tc) ? tc : NULL, out));
+    if ((*out)->chat_template || !pq_path_exists(jt)) return PQ_OK;
     // transformers >= 4.50 saves the template as its own file
     char *t = NULL;
     size_t n = 0;
@@ -462,8 +541,8 @@ static void encoder_free(encoder *e) {
     pq_bpe_scratch_free(&e->bpe);
     pq_pretok_ws_free(&e->pretok);
     pq_tbuf_free(&e->norm);
-    free(e->raw.p);
-    free(e->normed.p);
+    pq_added_segs_free(&e->raw);
+    pq_added_segs_free(&e->normed);
 }
 
 // Text without added tokens: pre-tokenizer, then the model on each word.

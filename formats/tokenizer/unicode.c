@@ -141,6 +141,18 @@ pq_status pq_tbuf_append_replace(pq_tbuf *b, const char *s, size_t n, const char
     return pq_tbuf_append(b, s + done, n - done);
 }
 
+size_t pq_replace_len(const char *s, size_t n, const char *pat, const char *rep) {
+    size_t pl = strlen(pat), rl = strlen(rep), hits = 0;
+    for (size_t i = 0; i + pl <= n;) {
+        const char *hit = memchr(s + i, pat[0], n - i - pl + 1);
+        if (!hit) break;
+        i = (size_t)(hit - s);
+        if (memcmp(hit, pat, pl) == 0) hits++, i += pl;
+        else i++;
+    }
+    return n - hits * pl + hits * rl;
+}
+
 void pq_tbuf_free(pq_tbuf *b) {
     free(b->p);
     b->p = NULL;

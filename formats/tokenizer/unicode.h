@@ -48,6 +48,8 @@ pq_status pq_tbuf_append_lossy(pq_tbuf *b, const char *s, size_t n);
 // Appends s[0..n) with every non-overlapping occurrence (left to right) of
 // the non-empty string pat replaced by rep.
 pq_status pq_tbuf_append_replace(pq_tbuf *b, const char *s, size_t n, const char *pat, const char *rep);
+// The length pq_tbuf_append_replace would append (counted, nothing allocated).
+size_t pq_replace_len(const char *s, size_t n, const char *pat, const char *rep);
 // Ensures room for n more bytes.
 pq_status pq_tbuf_reserve(pq_tbuf *b, size_t n);
 void pq_tbuf_free(pq_tbuf *b);

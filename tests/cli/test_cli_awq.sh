@@ -163,6 +163,8 @@ mkdir -p "$TMP/l4" "$TMP/other"
 cp "$FIXTURE"/*.json "$FIXTURE/model.safetensors" "$TMP/l4/"
 cp "$FIXTURE"/*.json "$FIXTURE/model.safetensors" "$TMP/other/"
 sed -i 's/"num_hidden_layers": 5/"num_hidden_layers": 4/' "$TMP/l4/config.json"
+# a 4-layer model: its config and its tensors (pq refuses a config that leaves tensors out)
+python3 tests/cli/st_edit.py "$FIXTURE/model.safetensors" "$TMP/l4/model.safetensors" --drop-prefix model.layers.4.
 printf '\001' | dd of="$TMP/other/model.safetensors" bs=1 seek=$(($(stat -c %s "$TMP/other/model.safetensors") - 3)) conv=notrunc 2>/dev/null
 expect_fail 2 "$S: calibrated for another model: layers=5 there, layers=4 in $TMP/l4" "scales of another model" -- \
     $PQ quantize "$TMP/l4" -o "$B" --scales "$S" --group 32

@@ -1,7 +1,8 @@
 // libFuzzer target: the safetensors header parser on arbitrary bytes.
-// Whatever it accepts must be safe to walk: every tensor's byte range is
-// touched at its first and last byte (ASan reports any range outside the
-// input), every name must be found again, and metadata lookups must work.
+// Whatever it accepts must be safe to walk: every tensor's bytes are its
+// range of the input (ASan reports any range outside it), aligned to its
+// dtype (copied when the input has them misaligned), every name must be
+// found again, and metadata lookups must work.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const pq_tensor *t = pq_st_at(st, i);
         if (t->nbytes != pq_dtype_size(t->dtype) * (size_t)t->numel) abort();
         if (t->nbytes) {
+            // the bytes of its range in the input, at an address aligned to its dtype
             const uint8_t *p = t->data;
-            if (p < data || p + t->nbytes > data + size) abort();
+            if (t->offset > size || t->nbytes > size - t->offset) abort();
+            if ((uintptr_t)p % pq_dtype_size(t->dtype) || memcmp(p, data + t->offset, t->nbytes)) abort();
             sink ^= p[0];
             sink ^= p[t->nbytes - 1];
         }

@@ -127,7 +127,7 @@ def main():
         "bad_merge_string": broken(lambda j: j["model"].update(merges=["a b c"])),
         "bad_negative_id": broken(lambda j: j["model"]["vocab"].update({"neg": -1})),
         "bad_huge_id": broken(lambda j: j["model"]["vocab"].update({"huge": 1 << 40})),
-        "bad_nfc": broken(lambda j: j.update(normalizer={"type": "NFC"})),
+        "nfc_normalizer": broken(lambda j: j.update(normalizer={"type": "NFC"})),  # supported since the corpus was made
         "bad_regex": broken(lambda j: j.update(pre_tokenizer=split(r"\w+"))),
         "bad_template": broken(lambda j: j.update(post_processor={"type": "TemplateProcessing", "single": [
             {"SpecialToken": {"id": "<nope>", "type_id": 0}}], "special_tokens": {}})),

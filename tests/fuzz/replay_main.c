@@ -1,6 +1,7 @@
 // Replays a fuzz target's corpus as an ordinary test: every file in the
 // directory given on the command line is passed to LLVMFuzzerTestOneInput.
-// A crash fails the run; otherwise one "ok" line reports the count.
+// A crash, an unreadable input or an empty corpus fails the run; otherwise
+// one "ok" line reports the count.
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,13 +21,17 @@ int main(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", argv[1], e->d_name);
         FILE *f = fopen(path, "rb");
-        if (!f) continue;
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-        size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
-        fclose(f);
+        long len = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+        uint8_t *buf = len >= 0 ? malloc(len > 0 ? (size_t)len : 1) : NULL;
+        size_t got = buf && fseek(f, 0, SEEK_SET) == 0 ? fread(buf, 1, (size_t)len, f) : 0;
+        if (f) fclose(f);
+        if (!buf || got != (size_t)len) { // an input that cannot be read is a failure, not a skip
+            printf("FAIL - corpus input %s cannot be read\n", path);
+            free(buf);
+            closedir(d);
+            return 1;
+        }
         LLVMFuzzerTestOneInput(buf, got);
         free(buf);
         n++;

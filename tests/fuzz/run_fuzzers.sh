@@ -1,15 +1,20 @@
 #!/bin/sh
 # tests/fuzz/run_fuzzers.sh — `make fuzz`: builds every tests/fuzz/fuzz_*.c as
 # a libFuzzer binary under ASan + UBSan (clang) and runs each for
-# FUZZ_SECONDS (default 60) from its committed corpus. New inputs go to
-# build/fuzz-lf/corpus/<target> (the committed corpus is only read); crashes
-# to build/fuzz-lf/crashes/; tests/fuzz/<target>.dict is used when present.
-# Prints how long each target ran and whether it crashed; exits non-zero if
-# any did.
+# FUZZ_SECONDS (default 60), or for FUZZ_RUNS inputs when that is set, from
+# its committed corpus, with at most 2 GB of memory (-rss_limit_mb=2048, and
+# no single allocation above it) and 10 s per input (-timeout=10). New
+# inputs go to build/fuzz-lf/corpus/<target> (the committed corpus is only
+# read); crashes, leaks, timeouts and out-of-memory inputs to
+# build/fuzz-lf/crashes/; tests/fuzz/<target>.dict is used when present.
+# Prints how long each target ran, how many inputs it executed and whether
+# it failed; exits non-zero if any did.
 #
 #   FUZZ_SECONDS=300 sh tests/fuzz/run_fuzzers.sh [fuzz_name ...]
+#   FUZZ_RUNS=1000000 sh tests/fuzz/run_fuzzers.sh fuzz_zstd
 set -eu
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_RUNS=${FUZZ_RUNS:-}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz-lf
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -31,7 +36,7 @@ for src in common/*.c formats/*.c formats/tokenizer/*.c kernels/*.c eval/*.c cal
         *) isa="" ;;
     esac
     obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
-    if [ ! -f "$obj" ] || [ -n "$(find "$src" common formats kernels eval calib quant -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ] \
+    if [ ! -f "$obj" ] || [ -n "$(find common formats kernels eval calib quant -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ] \
         || [ "$src" -nt "$obj" ]; then
         # a file clang cannot build is left out; a target that needs it then fails to link
         # shellcheck disable=SC2086
@@ -63,7 +68,10 @@ for name in $targets; do
     [ -f "tests/fuzz/$name.dict" ] && dict="-dict=tests/fuzz/$name.dict"
     rc=0
     # shellcheck disable=SC2086
-    "$bin" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 -print_final_stats=1 $dict \
+    limit="-max_total_time=$FUZZ_SECONDS"
+    [ -n "$FUZZ_RUNS" ] && limit="-runs=$FUZZ_RUNS"
+    # shellcheck disable=SC2086
+    "$bin" $limit -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $dict \
         -artifact_prefix="$OUT/crashes/$name-" "$work" "$seeds" >"$log" 2>&1 || rc=$?
     secs=$(( $(date +%s) - start ))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
