@@ -2,20 +2,11 @@
 
 #include "common/sys.h"
 #include "kernels/blas.h"
-#include "kernels/cpu.h"
-#include "kernels/gemm.h"
 #include "kernels/w8a8.h"
 
-// Rows per panel of the OpenBLAS GEMM path (CPUs without AVX2 or with
-// AVX-512): 128 rows x cols floats stays in L2 for cols up to ~4K and gives
-// OpenBLAS a wide enough N.
+// Rows per panel of the GEMM path: 128 rows x cols floats stays in L2 for
+// cols up to ~4K and gives OpenBLAS a wide enough N.
 #define PANEL_ROWS 128
-// The AVX2 GEMM path (kernels/gemm.h): tokens packed GEMM_CHUNK at a time
-// (the workspace cannot depend on T), tasks of at most GEMM_TASK_PANELS
-// micro-panels of PQ_GEMM_NR rows.
-#define GEMM_CHUNK 516
-#define GEMM_TASK_PANELS 4
-#define GEMM_XBLOCKS 8 // token blocks per task of the packing
 // Rows per task of the GEMV path: at least GEMV_ROWS, and about GEMV_TASKS
 // tasks per thread, so that each thread streams long runs of consecutive rows
 // (the kernels prefetch ahead within their rows; every task start is a cold
@@ -83,34 +74,14 @@ static size_t w8a8_thread_bytes(const pq_linear *W) {
                                        : (size_t)PANEL_ROWS * W->cols * sizeof(float);
 }
 
-// Whether T > PQ_GEMV_MAX_T tokens go through kernels/gemm.h (AVX2) rather
-// than panels + OpenBLAS sgemm (no AVX2; AVX-512, whose OpenBLAS kernels are
-// twice as wide as the AVX2 micro-kernel).
-static int use_gemm(void) { return pq_cpu_isa() == PQ_ISA_AVX2; }
-
-static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
-
-// The AVX2 GEMM path: the packed tokens (shared), then per thread the packed
-// weight panel and the f32 rows it is made from (none for F32 weights).
-static size_t gemm_shared_bytes(const pq_linear *W) {
-    return align64(pq_gemm_xpack_floats(GEMM_CHUNK, W->cols) * sizeof(float));
-}
-static size_t gemm_thread_bytes(const pq_linear *W) {
-    size_t n = (size_t)GEMM_TASK_PANELS * PQ_GEMM_NR;
-    return align64(pq_gemm_wpack_floats((int)n, W->cols) * sizeof(float)) +
-           (needs_panel_buffer(W) ? align64(n * W->cols * sizeof(float)) : 0);
-}
-
 // The GEMV path uses the start of the workspace for the prepared activations
-// (shared by all threads), the GEMM paths their scratch: never both. W8A8
-// linears need both: the quantized activations first, then the panels.
+// (shared by all threads), the GEMM path one panel per thread: never both.
+// W8A8 linears need both: the quantized activations first, then the panels.
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
     if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
     size_t panels = needs_panel_buffer(W) ? (size_t)nthreads * PANEL_ROWS * W->cols * sizeof(float) : 0;
-    size_t gemm = gemm_shared_bytes(W) + (size_t)nthreads * gemm_thread_bytes(W);
     size_t xp = W->fmt == PQ_W_QPACK ? pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) : 0;
-    size_t b = panels > xp ? panels : xp;
-    return use_gemm() && gemm > b ? gemm : b;
+    return panels > xp ? panels : xp;
 }
 
 typedef struct {
@@ -165,66 +136,6 @@ static int panel_rows(int rows) {
 static int gemv_rows(int rows, int nthreads) {
     int per_task = (rows + GEMV_TASKS * nthreads - 1) / (GEMV_TASKS * nthreads);
     return per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
-}
-
-// ---- the AVX2 GEMM (kernels/gemm.h) -------------------------------------
-
-typedef struct {
-    const pq_linear *W;
-    const float *x; // the chunk's first token
-    int T;          // tokens in the chunk
-    float *y;
-    float *xp;      // the chunk, packed
-    char *scratch;  // per-thread scratch, gemm_thread_bytes apart
-    int panels;     // micro-panels per task
-} gemm_job;
-
-static void gemm_pack_x(void *ctx, int i, int tid) {
-    gemm_job *j = ctx;
-    int nb = (j->T + PQ_GEMM_MR - 1) / PQ_GEMM_MR, b0 = i * GEMM_XBLOCKS;
-    pq_gemm_pack_x_avx2(j->x, j->T, j->W->cols, b0, nb - b0 < GEMM_XBLOCKS ? nb - b0 : GEMM_XBLOCKS, j->xp);
-}
-
-static void gemm_task(void *ctx, int p, int tid) {
-    gemm_job *j = ctx;
-    const pq_linear *W = j->W;
-    int r0 = p * j->panels * PQ_GEMM_NR, n = W->rows - r0 < j->panels * PQ_GEMM_NR ? W->rows - r0 : j->panels * PQ_GEMM_NR;
-    char *s = j->scratch + (size_t)tid * gemm_thread_bytes(W);
-    float *wp = (float *)s;
-    const float *rows;
-    if (needs_panel_buffer(W)) {
-        float *buf = (float *)(s + align64(pq_gemm_wpack_floats(GEMM_TASK_PANELS * PQ_GEMM_NR, W->cols) * sizeof(float)));
-        pq_linear_rows(W, r0, n, buf);
-        rows = buf;
-    } else {
-        rows = (const float *)W->w + (size_t)r0 * W->cols;
-    }
-    pq_gemm_pack_w_avx2(rows, n, W->cols, wp);
-    pq_gemm_panel_avx2(j->xp, j->T, W->cols, wp, n, j->y + r0, W->rows);
-    add_bias(W, j->T, j->y, r0, n);
-}
-
-// Micro-panels per task (1..GEMM_TASK_PANELS): the fewest on the busiest
-// thread when the tasks are dealt out evenly, ties to the larger tasks.
-static int gemm_task_panels(int rows, int nthreads) {
-    int np = (rows + PQ_GEMM_NR - 1) / PQ_GEMM_NR, best = 1, best_load = 0;
-    for (int m = GEMM_TASK_PANELS; m >= 1; m--) {
-        int tasks = (np + m - 1) / m, load = (tasks + nthreads - 1) / nthreads * m;
-        if (m == GEMM_TASK_PANELS || load < best_load) best = m, best_load = load;
-    }
-    return best;
-}
-
-static void gemm_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool) {
-    int nt = pq_pool_size(pool), panels = gemm_task_panels(W->rows, nt);
-    for (int t0 = 0; t0 < T; t0 += GEMM_CHUNK) {
-        int n = T - t0 < GEMM_CHUNK ? T - t0 : GEMM_CHUNK, nb = (n + PQ_GEMM_MR - 1) / PQ_GEMM_MR;
-        gemm_job j = {W, x + (size_t)t0 * W->cols, n, y + (size_t)t0 * W->rows, ws, (char *)ws + gemm_shared_bytes(W),
-                      panels};
-        pq_pool_for(pool, (nb + GEMM_XBLOCKS - 1) / GEMM_XBLOCKS, gemm_pack_x, &j);
-        int tasks = (W->rows + panels * PQ_GEMM_NR - 1) / (panels * PQ_GEMM_NR);
-        pq_pool_for(pool, tasks, gemm_task, &j);
-    }
 }
 
 // ---- W8A8 --------------------------------------------------------------
@@ -317,8 +228,6 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
         if (W->fmt == PQ_W_QPACK) pq_qpack_gemv_prepare_cpu(&W->q, x, T, ws);
         j.chunk = gemv_rows(W->rows, pq_pool_size(pool));
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemv_chunk, &j);
-    } else if (use_gemm()) {
-        gemm_forward(W, x, T, y, ws, pool);
     } else {
         j.chunk = panel_rows(W->rows);
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemm_panel, &j);
