@@ -114,6 +114,8 @@ T() { /usr/bin/time -f "%U %S" -o "$RUN/cpu" "$@"; }
 ENGINE=?
 LLAMA_COMMIT=?
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+# the tree measured (taken now: the report is written at the end)
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo "-dirty")
 RES=$RUN/results # lines: kind type threads tool round wall_tps cpu_tps [ppl]
 
 # ---- perplexity ------------------------------------------------------------
@@ -188,7 +190,6 @@ stats() {
         END { if (!n) { print "- - -"; exit } for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
               m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; printf "%g %g %g\n", v[0], m, v[n - 1] }' "$RES"
 }
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo "-dirty")
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512.*|amx.*|avx_vnni)$' | tr '\n' ' ')
 OUT=$RUN/report.md
