@@ -55,13 +55,12 @@ int main_ppl(int argc, char **argv) {
     const pq_ppl_result *r = &rep.r;
     if (json) {
         return cli_print_json(
-            "ppl", json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:f, s:f, s:s}", "model", job.model,
-                             "text", job.text, "protocol", protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", "ctx",
-                             rep.ctx, "bos", rep.bos, "ppl", r->ppl, "ppl_stderr", r->ppl_stderr, "nll_total",
+            "ppl", json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:f, s:f, s:s}", "model",
+                             job.model, "text", job.text, "protocol", protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp",
+                             "ctx", rep.ctx, "bos", rep.bos, "ppl", r->ppl, "ppl_stderr", r->ppl_stderr, "nll_total",
                              r->nll_total, "tokens_scored", (json_int_t)r->n_scored, "windows", r->n_windows,
-                             "text_tokens", (json_int_t)rep.n_text_tokens, "tokens_per_s", r->tokens_per_s, "seconds", r->seconds, "cpu_seconds",
-                             r->cpu_seconds, "engine",
-                             rep.engine));
+                             "text_tokens", (json_int_t)rep.n_text_tokens, "tokens_per_s", r->tokens_per_s,
+                             "seconds", r->seconds, "cpu_seconds", r->cpu_seconds, "engine", rep.engine));
     } else {
         printf("PPL = %.4f +/- %.4f  (%lld tokens scored, %d windows of %d%s, %.0f tokens/s, %s)\n", r->ppl,
                r->ppl_stderr, r->n_scored, r->n_windows, rep.ctx, rep.bos ? " with BOS" : "", r->tokens_per_s,

@@ -15,7 +15,8 @@ else
 fi
 json=$($PQ ppl "$FIXTURE" --text "$TEXT" --bos --ctx 256 --max-windows 2 --json --device cpu 2>/dev/null)
 echo "$json" | grep -q '"ppl": [0-9]' && echo "$json" | grep -q '"tokens_scored": 512' &&
-    ok "pq ppl --json" || fail "pq ppl --json: $json"
+    echo "$json" | jq -e '.seconds > 0 and .cpu_seconds > 0 and .tokens_per_s > 0' >/dev/null &&
+    ok "pq ppl --json (with its wall and CPU seconds)" || fail "pq ppl --json: $json"
 $PQ ppl --help | grep -q -- '--protocol gptq|llamacpp' && ok "pq ppl --help lists flags with defaults" || fail "ppl --help"
 $PQ inspect "$FIXTURE" >"$TMP/inspect" 2>&1 && grep -q 'architecture: LlamaForCausalLM' "$TMP/inspect" &&
     grep -q 'parameters:   260032' "$TMP/inspect" && grep -q 'model.layers.4.mlp.down_proj.weight *F16 *\[64, 172\]' "$TMP/inspect" &&
