@@ -8,6 +8,7 @@
 #   make test-oracles  pq against transformers on SmolLM2 (torch venv; minutes)
 #   make test-gpu   the same, but a missing GPU is a failure
 #   make bench      benchmarks (ratios measured in one run)
+#   make bench-compare  pq vs llama.cpp (and llm-compressor) on SmolLM2, appended to docs/PERFORMANCE.md
 #   make fuzz       libFuzzer targets under ASan/UBSan (clang)
 
 CC      ?= gcc
@@ -55,7 +56,7 @@ NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 endif
 
-.PHONY: all demo demo-fixture test test-gpu test-oracles bench fuzz clean deps check-layers
+.PHONY: all demo demo-fixture test test-gpu test-oracles bench bench-compare fuzz clean deps check-layers
 all: $(BUILD)/pq
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
@@ -147,6 +148,9 @@ test-oracles:
 
 bench: all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; PQ_SHARED=$(SHARED) $$b || exit 1; done
+
+bench-compare: all
+	@PQ_SHARED=$(SHARED) sh tools/bench_compare.sh
 
 fuzz:
 	@sh tests/fuzz/run_fuzzers.sh

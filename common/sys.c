@@ -26,6 +26,12 @@ double pq_now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+double pq_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static size_t status_kib(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;

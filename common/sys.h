@@ -13,6 +13,9 @@ void pq_free(void *p); // NULL-safe
 // Monotonic wall clock in seconds.
 double pq_now(void);
 
+// CPU time of this process (every thread, user + system) in seconds.
+double pq_cpu_seconds(void);
+
 // Peak resident set size of this process in bytes (VmHWM), 0 if unknown.
 size_t pq_peak_rss_bytes(void);
 // Current resident set size in bytes (VmRSS), 0 if unknown.

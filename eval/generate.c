@@ -58,14 +58,15 @@ pq_status pq_generate(pq_engine *e, const pq_tokenizer *tok, const int32_t *prom
             if (prompt[i] < pq_tok_vocab_size(tok)) ctx_ids[nc++] = prompt[i];
         PQ_TRY_GOTO(s, pq_tok_stream_create(tok, ctx_ids, (size_t)nc, &ts));
     }
-    double t0 = pq_now();
+    double t0 = pq_now(), c0 = pq_cpu_seconds();
     PQ_TRY_GOTO(s, pq_engine_forward(e, prompt, n_prompt, 0));
     PQ_TRY_GOTO(s, pq_engine_logits(e, n_prompt - 1, 1, logits));
     int32_t id;
     PQ_TRY_GOTO(s, pq_sampler_pick(smp, logits, &id));
-    double t1 = pq_now();
+    double t1 = pq_now(), c1 = pq_cpu_seconds();
     out->n_prompt = n_prompt;
     out->prompt_seconds = t1 - t0;
+    out->prompt_cpu_seconds = c1 - c0;
     for (;;) {
         if (is_stop(p, id)) { out->stop = PQ_STOP_EOS; break; }
         ids[out->n_generated++] = id;
@@ -85,6 +86,7 @@ pq_status pq_generate(pq_engine *e, const pq_tokenizer *tok, const int32_t *prom
         if (n && on_text) on_text(ud, t, n);
     }
     out->decode_seconds = pq_now() - t1;
+    out->decode_cpu_seconds = pq_cpu_seconds() - c1;
     out->prompt_tps = out->prompt_seconds > 0 ? n_prompt / out->prompt_seconds : 0;
     out->decode_tps = out->decode_seconds > 0 ? out->n_decode / out->decode_seconds : 0;
     out->ids = ids;

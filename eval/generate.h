@@ -42,6 +42,7 @@ typedef struct {
     int n_decode;                // single-token forward passes
     pq_stop_reason stop;
     double prompt_seconds, decode_seconds;
+    double prompt_cpu_seconds, decode_cpu_seconds; // CPU time of the process (all threads) over each
     double prompt_tps, decode_tps; // n_prompt / prompt_seconds, n_decode / decode_seconds (0 if no time)
 } pq_generate_result;
 

@@ -90,7 +90,7 @@ pq_status pq_ppl_run(pq_engine *e, pq_engine *base, pq_kld_acc *kl, int vocab, c
     pq_status s = PQ_OK;
     PQ_CHECK_GOTO(!b.feed || !b.target || !b.nll || (base && (!b.logits || !b.blogits)), s, PQ_ERR_NOMEM,
                   "out of memory");
-    double sum = 0, sum2 = 0, t0 = pq_now();
+    double sum = 0, sum2 = 0, t0 = pq_now(), c0 = pq_cpu_seconds();
     long long n = 0;
     for (int w = 0; w < nw; w++) {
         make_window(p, tokens, w, &b);
@@ -125,6 +125,7 @@ pq_status pq_ppl_run(pq_engine *e, pq_engine *base, pq_kld_acc *kl, int vocab, c
     double var = n > 1 ? (sum2 / (double)n - out->nll_mean * out->nll_mean) * (double)n / (double)(n - 1) : 0;
     out->ppl_stderr = out->ppl * sqrt(var > 0 ? var : 0) / sqrt((double)n);
     out->seconds = pq_now() - t0;
+    out->cpu_seconds = pq_cpu_seconds() - c0;
     out->tokens_per_s = out->seconds > 0 ? (double)nw * p->ctx / out->seconds : 0;
 done:
     free(b.feed);

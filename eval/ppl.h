@@ -36,6 +36,7 @@ typedef struct {
     long long n_scored;
     int n_windows;
     double seconds, tokens_per_s; // tokens fed per second
+    double cpu_seconds;           // CPU time of the process (all threads) over the windows
 } pq_ppl_result;
 
 // Called after each window: windows done, windows in all, running PPL.

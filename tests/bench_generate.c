@@ -70,7 +70,7 @@ static int lockstep(pq_engine **es, const int32_t *prompt, int tokens, pq_sample
 }
 
 int main(int argc, char **argv) {
-    int files = argc > 3 && strcmp(argv[1], "--models") == 0, a = files ? 3 : 0; // argv[a + 1..]: the numbers
+    int files = argc > 3 && strcmp(argv[1], "--models") == 0, a = files ? 2 : 0; // argv[a + 2..]: tokens, threads, device
     int layers = !files && argc > 1 ? atoi(argv[1]) : 30, tokens = argc > a + 2 ? atoi(argv[a + 2]) : 64;
     int threads = argc > a + 3 ? atoi(argv[a + 3]) : 0;
     pq_device dev = argc > a + 4 && strcmp(argv[a + 4], "cuda") == 0 ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;

@@ -82,13 +82,14 @@ int main_generate(int argc, char **argv) {
             rep.engine);
     if (json) {
         json_t *o = json_pack(
-            "{s:s, s:s, s:s?, s:s#, s:o, s:o, s:s, s:i, s:f, s:f, s:i, s:i, s:f, s:f, s:i, s:s}", "model", job.model,
-            "prompt", job.prompt, "chat", rep.chat[0] ? rep.chat : NULL, "text", rep.text, strlen(rep.text),
-            "prompt_ids", id_array(rep.prompt_ids, r->n_prompt), "ids", id_array(r->ids, r->n_generated), "stop",
-            pq_stop_reason_name(r->stop), "prompt_tokens", r->n_prompt, "prompt_seconds", r->prompt_seconds,
-            "prompt_tokens_per_s", r->prompt_tps, "generated_tokens", r->n_generated, "decode_steps", r->n_decode,
-            "decode_seconds", r->decode_seconds, "decode_tokens_per_s", r->decode_tps, "max_ctx", rep.max_ctx,
-            "engine", rep.engine);
+            "{s:s, s:s, s:s?, s:s#, s:o, s:o, s:s, s:i, s:f, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:s}", "model",
+            job.model, "prompt", job.prompt, "chat", rep.chat[0] ? rep.chat : NULL, "text", rep.text,
+            strlen(rep.text), "prompt_ids", id_array(rep.prompt_ids, r->n_prompt), "ids",
+            id_array(r->ids, r->n_generated), "stop", pq_stop_reason_name(r->stop), "prompt_tokens", r->n_prompt,
+            "prompt_seconds", r->prompt_seconds, "prompt_cpu_seconds", r->prompt_cpu_seconds, "prompt_tokens_per_s",
+            r->prompt_tps, "generated_tokens", r->n_generated, "decode_steps", r->n_decode, "decode_seconds",
+            r->decode_seconds, "decode_cpu_seconds", r->decode_cpu_seconds, "decode_tokens_per_s", r->decode_tps,
+            "max_ctx", rep.max_ctx, "engine", rep.engine);
         pq_generate_report_free(&rep);
         return cli_print_json("generate", o);
     }

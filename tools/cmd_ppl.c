@@ -57,12 +57,12 @@ int main_ppl(int argc, char **argv) {
     const pq_ppl_result *r = &rep.r;
     const pq_kld_result *k = &rep.kl;
     if (json) {
-        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:s}", "model", job.model,
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:I, s:i, s:I, s:f, s:f, s:f, s:s}", "model", job.model,
                               "text", job.text, "protocol", protocol == PQ_PPL_GPTQ ? "gptq" : "llamacpp", "ctx",
                               rep.ctx, "bos", rep.bos, "ppl", r->ppl, "ppl_stderr", r->ppl_stderr, "nll_total",
                               r->nll_total, "tokens_scored", (json_int_t)r->n_scored, "windows", r->n_windows,
                               "text_tokens", (json_int_t)rep.n_text_tokens, "tokens_per_s", r->tokens_per_s,
-                              "engine", rep.engine);
+                              "seconds", r->seconds, "cpu_seconds", r->cpu_seconds, "engine", rep.engine);
         if (o && rep.has_kl)
             json_object_set_new(
                 o, "kl_divergence",

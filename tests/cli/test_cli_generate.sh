@@ -13,8 +13,8 @@ if gen "$FIXTURE" --prompt "$P" -n 40 >"$TMP/text" && gen "$FIXTURE" --prompt "$
     gen "$FIXTURE" --prompt "$P" -n 40 --json --threads 2 >"$TMP/j2" &&
     [ "$(jq -c .ids "$TMP/j1")" = "$(jq -c .ids "$TMP/j2")" ] && [ "$(jq .generated_tokens "$TMP/j1")" = 40 ] &&
     [ "$(jq -r .stop "$TMP/j1")" = length ] && [ "$(jq -r .text "$TMP/j1")" = "$(cat "$TMP/text")" ] &&
-    jq -e '.prompt_tokens == 5 and .decode_steps == 39 and .decode_tokens_per_s > 0 and .prompt_tokens_per_s > 0' \
-        "$TMP/j1" >/dev/null; then
+    jq -e '.prompt_tokens == 5 and .decode_steps == 39 and .decode_tokens_per_s > 0 and .prompt_tokens_per_s > 0 and
+        .decode_cpu_seconds > 0 and .prompt_cpu_seconds > 0' "$TMP/j1" >/dev/null; then
     ok "pq generate: streamed text == --json text, identical ids on 1 and 2 threads: $(head -c 60 "$TMP/text")..."
 else
     fail "pq generate streamed vs --json: $(head -c 300 "$TMP/text") / $(head -c 300 "$TMP/j1") $(cat "$TMP/err")"

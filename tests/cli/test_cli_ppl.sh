@@ -15,7 +15,8 @@ else
 fi
 json=$($PQ ppl "$FIXTURE" --text "$TEXT" --bos --ctx 256 --max-windows 2 --json --device cpu 2>/dev/null)
 echo "$json" | grep -q '"ppl": [0-9]' && echo "$json" | grep -q '"tokens_scored": 512' &&
-    ok "pq ppl --json" || fail "pq ppl --json: $json"
+    echo "$json" | jq -e '.seconds > 0 and .cpu_seconds > 0 and .tokens_per_s > 0' >/dev/null &&
+    ok "pq ppl --json (with its wall and CPU seconds)" || fail "pq ppl --json: $json"
 # --kl-base: a model against itself is KLD 0 and top-1 100%; a 4-bit RTN copy
 # of it is not; --json carries every statistic
 out=$($PQ ppl "$FIXTURE" --text "$TEXT" --bos --ctx 256 --max-windows 3 --kl-base "$FIXTURE" --device cpu 2>"$TMP/err")
