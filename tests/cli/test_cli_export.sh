@@ -86,7 +86,7 @@ $PQ export "$TMP/fp8" --to gguf -o "$TMP/fp8.gguf" --type q8_0 --fallback --json
     ok "FP8 -> q8_0: re-quantized, said on stderr and in --json" || fail "fp8 export: $(cat "$TMP/fp8.json" "$TMP/err")"
 expect_fail 2 "(--exact refuses to re-quantize)" "FP8 -> q8_0 --exact" -- \
     $PQ export "$TMP/fp8" --to gguf -o "$TMP/fp8x.gguf" --type q8_0 --fallback --exact
-$PQ quantize "$FIXTURE" -o "$TMP/ao" --method gptq --act-order --group 32 --calib "$CALIB" --nsamples 4 --seqlen 64 >/dev/null 2>&1
+$PQ quantize "$FIXTURE" -o "$TMP/ao" --method gptq --act-order --no-static-groups --group 32 --calib "$CALIB" --nsamples 4 --seqlen 64 >/dev/null 2>&1
 expect_fail 2 "act-order g_idx" "act-order GPTQ -> q4_0 --exact" -- \
     $PQ export "$TMP/ao" --to gguf -o "$TMP/ao.gguf" --type q4_0 --fallback --exact
 [ ! -e "$TMP/ao.gguf" ] && [ ! -e "$TMP/fp8x.gguf" ] && ok "no file after a refusal" || fail "a refused export left a file"

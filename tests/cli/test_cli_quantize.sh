@@ -54,11 +54,11 @@ for g in 32 64 128 channel; do
 done
 # the mse observer: recorded in config.json, a lower weight error than minmax's
 quantize_check "w4a16-g32-sym-mse" 40 -- --scheme w4a16 --group 32 --sym --observer mse
-[ "$(jq -r '.quantization_config.config_groups.group_0.weights.observer' "$TMP/w4a16-g32-sym-mse/config.json")" = mse ] &&
-    [ "$(jq -r '.quantization_config.config_groups.group_0.weights.observer' "$TMP/w4a16-g32-sym/config.json")" = minmax ] &&
+[ "$(jq -r '.quantization_config.config_groups.group_0.weights.observer' "$TMP/w4a16-g32-sym-mse/config.json")" = memoryless_mse ] &&
+    [ "$(jq -r '.quantization_config.config_groups.group_0.weights.observer' "$TMP/w4a16-g32-sym/config.json")" = memoryless_minmax ] &&
     [ "$(jq -n --slurpfile a "$TMP/w4a16-g32-sym-mse/pq.json" --slurpfile b "$TMP/w4a16-g32-sym/pq.json" \
         '$a[0].rel_sq_error.mean < $b[0].rel_sq_error.mean')" = true ] &&
-    ok "--observer mse: config.json says mse (minmax without it), weight error below minmax's" ||
+    ok "--observer mse: config.json says memoryless_mse (memoryless_minmax without it), weight error below minmax's" ||
     fail "--observer mse: $(jq -c '.rel_sq_error' "$TMP/w4a16-g32-sym-mse/pq.json" "$TMP/w4a16-g32-sym/pq.json")"
 expect_fail 2 "--observer mse: the fp8 scheme's FP8 weight scales are minmax only" "--observer mse with fp8" \
     -- $PQ quantize "$FIXTURE" -o "$TMP/fp8mse" --scheme fp8 --observer mse
