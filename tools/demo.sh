@@ -1,8 +1,9 @@
 #!/bin/sh
 # tools/demo.sh — pq's main job on its real default model, SmolLM2-135M-Instruct:
 # get it (tools/get_smollm2.sh), convert the GGUF to an FP16 Hugging Face
-# checkpoint, quantize it with FP8, W8A16, W8A8 (SmoothQuant) and W4A16 g64
-# sym with RTN, GPTQ and AWQ, score every result on wiki.test.raw with
+# checkpoint, quantize it with FP8 (dynamic activations), W8A16 and W8A8
+# (dynamic per-token activations) by RTN and W4A16 g64 sym with RTN, GPTQ
+# and AWQ, score every result on wiki.test.raw with
 # llama.cpp's protocol (ctx 512) and print one table.
 #
 #   sh tools/demo.sh                      # what `make demo` runs
@@ -11,8 +12,8 @@
 # Inputs: CALIB (default ../shared/data/c4_validation_2k.txt; without it and
 # without CALIB= the demo stops and says so), WIKI (default
 # ../shared/data/wiki.test.raw, else tools/get_wikitext2.sh fetches it),
-# WINDOWS scored windows of 512 tokens (default 12, the first ones of the
-# text), NSAMPLES x SEQLEN calibration tokens (default 32 x 512, seed 0),
+# WINDOWS scored windows of 512 tokens (default 8, the first ones of the
+# text), NSAMPLES x SEQLEN calibration tokens (default 16 x 512, seed 0),
 # AWQ_SEARCH tokens AWQ's scale and clip searches measure their error on
 # (default 1024; pq's own default, 4096, makes AWQ alone take ~6 minutes of
 # 2 cores on this model). The defaults keep the whole run under 10 minutes
@@ -26,8 +27,8 @@ cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
 PQ=${PQ:-build/pq}
 WORK=${PQ_CACHE:-$HOME/.cache/pq}/demo
-WINDOWS=${WINDOWS:-12}
-NSAMPLES=${NSAMPLES:-32}
+WINDOWS=${WINDOWS:-8}
+NSAMPLES=${NSAMPLES:-16}
 SEQLEN=${SEQLEN:-512}
 AWQ_SEARCH=${AWQ_SEARCH:-1024}
 CALIB=${CALIB:-$SHARED/data/c4_validation_2k.txt}
@@ -54,7 +55,7 @@ CAL="--calib $CALIB --nsamples $NSAMPLES --seqlen $SEQLEN --seed 0"
 # name | scheme flags | method flags
 ROWS="fp8|--scheme fp8-dynamic|--method rtn
 w8a16|--scheme w8a16|--method rtn
-w8a8|--scheme w8a8|--method smoothquant $CAL
+w8a8|--scheme w8a8|--method rtn
 w4-rtn|--scheme w4a16 --group 64 --sym|--method rtn
 w4-gptq|--scheme w4a16 --group 64 --sym|--method gptq $CAL
 w4-awq|--scheme w4a16 --group 64 --sym|--method awq --search-tokens $AWQ_SEARCH $CAL"
