@@ -57,9 +57,10 @@ static size_t scratch_bytes(const pq_config *c, int len, int nthreads) {
 }
 
 // Whether a run of meth on device dev (resolved) uses the GPU: X^T X and the
-// block passes there. Methods without X^T X run on the CPU.
+// block passes there. Methods without X^T X run on the CPU, and so do those
+// with a quantize_block (it reads the block's input X on the host).
 static int use_gpu(const pq_calib_method *meth, pq_device dev) {
-    return (meth->stats & PQ_STAT_XTX) && dev == PQ_DEVICE_CUDA;
+    return (meth->stats & PQ_STAT_XTX) && !meth->quantize_block && dev == PQ_DEVICE_CUDA;
 }
 
 void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib_method *meth,

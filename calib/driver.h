@@ -34,7 +34,8 @@
 // accumulated there from the device activations (calib/xtx_cuda.h); a block
 // whose linears the CUDA backend cannot run falls back to the CPU engine's
 // block (eval/block_cpu.h) for that pass, X copied to the host and back.
-// Other methods run on the CPU.
+// Other methods, and every method with a quantize_block (it reads X on the
+// host: AWQ+GPTQ), run on the CPU.
 #ifndef PQ_CALIB_DRIVER_H
 #define PQ_CALIB_DRIVER_H
 

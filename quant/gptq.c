@@ -15,6 +15,26 @@ pq_gptq_params pq_gptq_default_params(void) {
     return (pq_gptq_params){.bits = 4, .group = 128, .sym = 1, .damp = 0.01, .block_size = 128};
 }
 
+pq_status pq_gptq_check(double damp, int block_size) {
+    PQ_FAIL_IF(!(damp >= PQ_GPTQ_DAMP_MIN && damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "--damp %g: not in [%g, %g]", damp,
+               PQ_GPTQ_DAMP_MIN, PQ_GPTQ_DAMP_MAX);
+    PQ_FAIL_IF(block_size < 1 || block_size > 65536, PQ_ERR_ARG, "--block-size %d: not in 1..65536", block_size);
+    return PQ_OK;
+}
+
+double pq_gptq_rel_error(const float *w, const pq_linear *q, float *row) {
+    double e2 = 0, n2 = 0;
+    for (int r = 0; r < q->rows; r++) {
+        pq_linear_rows(q, r, 1, row);
+        for (int c = 0; c < q->cols; c++) {
+            double x = w[(size_t)r * q->cols + c], d = x - row[c];
+            e2 += d * d;
+            n2 += x * x;
+        }
+    }
+    return n2 > 0 ? e2 / n2 : 0;
+}
+
 static int grouped(const pq_gptq_params *p, int cols) { return p->group > 0 && p->group < cols; }
 
 int pq_gptq_has_g_idx(const pq_gptq_params *p, int cols) {

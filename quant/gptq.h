@@ -98,6 +98,14 @@ size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p);
 pq_status pq_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
                         const char *name, void *ws, pq_pool *pool, pq_qtensor *q, double *loss);
 
+// The run's parameters a user gives: damp in [PQ_GPTQ_DAMP_MIN,
+// PQ_GPTQ_DAMP_MAX], block_size in 1..65536; PQ_ERR_ARG naming the flag.
+pq_status pq_gptq_check(double damp, int block_size);
+
+// ||W - W'||^2 / ||W||^2 of w [q->rows][q->cols] against the quantized
+// linear q (dequantized row by row into row [q->cols]); 0 for a zero W.
+double pq_gptq_rel_error(const float *w, const pq_linear *q, float *row);
+
 // Whether pq_gptq_solve writes a g_idx for these parameters and cols.
 int pq_gptq_has_g_idx(const pq_gptq_params *p, int cols);
 

@@ -4,8 +4,10 @@
 // and which source tensors it rewrites.
 //
 // One entry per method, each in its own file (quant/method_rtn.c,
-// method_gptq.c, method_awq.c, method_smoothquant.c, method_fp8.c); the
-// smoothing methods share their family's code (quant/smooth_method.h). A
+// method_gptq.c, method_awq.c, method_awq_gptq.c, method_smoothquant.c,
+// method_fp8.c); the smoothing methods share their family's code
+// (quant/smooth_method.h), and awq+gptq composes the algorithms of both
+// (quant/smooth.h, quant/gptq.h). A
 // method reaches only the algorithms below it (quant/rtn.h, gptq.h, smooth.h,
 // scales.h, ...) and this header, never another method; quant/run.c is the
 // one loop that drives any of them.
@@ -108,7 +110,8 @@ struct pq_method {
     void (*free)(void *state); // NULL-safe
 };
 
-extern const pq_method PQ_METHOD_RTN, PQ_METHOD_GPTQ, PQ_METHOD_AWQ, PQ_METHOD_SMOOTHQUANT, PQ_METHOD_FP8;
+extern const pq_method PQ_METHOD_RTN, PQ_METHOD_GPTQ, PQ_METHOD_AWQ, PQ_METHOD_AWQ_GPTQ, PQ_METHOD_SMOOTHQUANT,
+    PQ_METHOD_FP8;
 
 // "model.layers.L.<slot>" into buf.
 static inline void pq_method_module(char *buf, size_t cap, int layer, pq_linear_slot slot) {

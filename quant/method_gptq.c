@@ -34,10 +34,7 @@ static pq_status check(const pq_method *self, const pq_quantize_request *q, pq_s
     PQ_FAIL_IF(pq_scheme_wformat(s) != PQ_W_QPACK, PQ_ERR_ARG,
                "--method gptq --scheme %s: GPTQ writes the weight-only integer schemes (w4a16, w8a16)",
                pq_scheme_name(s->id));
-    PQ_FAIL_IF(!(a->damp >= PQ_GPTQ_DAMP_MIN && a->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "--damp %g: not in [%g, %g]",
-               a->damp, PQ_GPTQ_DAMP_MIN, PQ_GPTQ_DAMP_MAX);
-    PQ_FAIL_IF(a->block_size < 1 || a->block_size > 65536, PQ_ERR_ARG, "--block-size %d: not in 1..65536",
-               a->block_size);
+    PQ_TRY(pq_gptq_check(a->damp, a->block_size));
     int gguf = pq_scheme_ggml_type(s);
     PQ_FAIL_IF(gguf >= 0 && a->act_order && !a->static_groups, PQ_ERR_ARG,
                "--act-order --scheme %s: GGUF blocks hold consecutive columns, so their grids must be chosen before "
@@ -119,20 +116,6 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     return PQ_OK;
 }
 
-// ||W - W'||^2 / ||W||^2 (the figure RTN reports too).
-static double weight_error(gptq_state *g, const float *w, const pq_linear *q) {
-    double e2 = 0, n2 = 0;
-    for (int r = 0; r < q->rows; r++) {
-        pq_linear_rows(q, r, 1, g->row);
-        for (int c = 0; c < q->cols; c++) {
-            double x = w[(size_t)r * q->cols + c], d = x - g->row[c];
-            e2 += d * d;
-            n2 += x * x;
-        }
-    }
-    return n2 > 0 ? e2 / n2 : 0;
-}
-
 // The widened source weight of a linear, checked for NaN / Inf.
 static pq_status widen(gptq_state *g, const char *module, const pq_linear *L) {
     PQ_FAIL_IF(L->fmt != PQ_W_DENSE, PQ_ERR_FORMAT, "%s: %s is not a dense weight", g->c.q->model, module);
@@ -180,7 +163,7 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
     }
     pq_linear view = pq_qtensor_linear(q);
     view.bias = src->bias;
-    double rel = weight_error(g, g->w, &view), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
+    double rel = pq_gptq_rel_error(g->w, &view, g->row), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
     g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
                                "damp", h->damp, "dead_columns", h->n_dead);
     PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");

@@ -7,7 +7,7 @@
 //                 pq_quantize with `scales` then applies it and writes the
 //                 same model.safetensors as the inline run.
 // Both are one loop (quant/run.c) over one table of methods (quant/method.h:
-// rtn, gptq, awq, smoothquant, fp8).
+// rtn, gptq, awq, awq+gptq, smoothquant, fp8).
 //
 // Streaming: the source is mmap'd and one decoder block at a time is widened
 // to f32, quantized and written through the streaming safetensors writer.
@@ -105,12 +105,13 @@ typedef struct {
 typedef struct {
     const char *model;          // source checkpoint directory
     const char *out;            // pq_quantize: the output directory; pq_calibrate: the scales file
-    const char *method;         // "rtn", "gptq", "awq", "smoothquant", "fp8"; NULL: rtn, or the scales file's
+    const char *method;         // "rtn", "gptq", "awq", "awq+gptq", "smoothquant", "fp8"; NULL: rtn, or the
+                                // scales file's
     const char *scales;         // pq_quantize: apply this pq_calibrate result instead of calibrating
     pq_scheme_args scheme;
     pq_calib_params calib;      // calibrated methods: the text, windows, seed
     pq_gptq_args gptq;
-    pq_smooth_params smooth;    // awq: grid, clip_grid, search_tokens; smoothquant: alpha, search_tokens
+    pq_smooth_params smooth;    // awq, awq+gptq: grid, clip_grid, search_tokens; smoothquant: alpha, search_tokens
     int quantize_head;          // quantize lm_head too (models with an untied lm_head)
     const char *rotate;         // NULL or "none"; "hadamard": rotate the residual stream first (quant/rotate.h)
     uint64_t rotate_seed;       // the rotation's random signs

@@ -10,8 +10,8 @@
 #include "common/version.h"
 #include "quant/gptq.h"
 
-static const pq_method *const METHODS[] = {&PQ_METHOD_RTN, &PQ_METHOD_GPTQ, &PQ_METHOD_AWQ, &PQ_METHOD_SMOOTHQUANT,
-                                           &PQ_METHOD_FP8};
+static const pq_method *const METHODS[] = {&PQ_METHOD_RTN, &PQ_METHOD_GPTQ, &PQ_METHOD_AWQ, &PQ_METHOD_AWQ_GPTQ,
+                                           &PQ_METHOD_SMOOTHQUANT, &PQ_METHOD_FP8};
 #define NMETHODS (int)(sizeof METHODS / sizeof METHODS[0])
 
 // The flags of the PQ_ARG_* bits, in bit order.
@@ -68,7 +68,7 @@ static const pq_method *find(const char *name) {
 static pq_status method_of(const pq_quantize_request *q, const pq_method **m) {
     const char *name = q->method ? q->method : "rtn";
     *m = find(name);
-    PQ_FAIL_IF(!*m, PQ_ERR_ARG, "--method %s: not a method (rtn, gptq, awq, smoothquant, fp8)", name);
+    PQ_FAIL_IF(!*m, PQ_ERR_ARG, "--method %s: not a method (rtn, gptq, awq, awq+gptq, smoothquant, fp8)", name);
     if (!q->scales) return PQ_OK;
     pq_scales_file *f;
     PQ_TRY(pq_scales_open(q->scales, &f));

@@ -365,7 +365,7 @@ static pq_status journal_key(run *r) {
              q->quantize_head, r->calib.sha256, r->calib.n, r->calib.len, pq_calib_mode_name(q->calib.mode),
              (unsigned long long)q->calib.seed, g->damp, g->block_size, g->act_order, g->static_groups,
              g->true_sequential, sp->alpha, sp->grid, sp->clip_grid, sp->search_tokens,
-             r->hooks.stats & PQ_STAT_XTX ? pq_device_name(dev) : "cpu");
+             (r->hooks.stats & PQ_STAT_XTX) && !r->hooks.quantize_block ? pq_device_name(dev) : "cpu");
     if (pq_request_rotates(q)) {
         size_t n = strlen(line);
         snprintf(line + n, sizeof line - n, "|rotate hadamard seed %llu", (unsigned long long)q->rotate_seed);

@@ -48,6 +48,7 @@ one gptq-w4-g32-ao    --method gptq $C --group 32 --asym --act-order --no-static
 one gptq-w4-chan-ts   --method gptq $C --group channel --true-sequential --static-groups --no-act-order
 one awq-w4-g32        --method awq $C --group 32
 one awq-w4-g128-asym  --method awq $C --group 128 --asym
+one awqgptq-w4-g32    --method awq+gptq $C --group 32
 one sq-w8a8-static    --method smoothquant $C --act-scale static
 one sq-w8a8-dyn       --method smoothquant $C --alpha 0.75
 one fp8-static        --method fp8 $C

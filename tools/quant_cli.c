@@ -28,8 +28,8 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "(weight only) | fp8-dynamic | fp8-static | gguf-q4_0 | gguf-q4_1 | gguf-q8_0 | gguf-q4_k (a GGUF file "
              "llama.cpp runs) (none: w4a16; smoothquant: w8a8; fp8: fp8-static)",
              .metavar = "S"}},
-        {Q, {.name = "--method", .kind = FLAG_STR, .dst = &q->method, .help = "rtn | gptq | awq | smoothquant | fp8 "
-             "(static activation scales, no smoothing) (none: rtn, or --scales')", .metavar = "M"}},
+        {Q, {.name = "--method", .kind = FLAG_STR, .dst = &q->method, .help = "rtn | gptq | awq | awq+gptq | "
+             "smoothquant | fp8 (static activation scales, no smoothing) (none: rtn, or --scales')", .metavar = "M"}},
         {C, {.name = "--method", .kind = FLAG_STR, .dst = &q->method, .help = "awq | smoothquant | fp8 (static "
              "activation scales, no smoothing) (required)", .metavar = "M"}},
         {Q, {.name = "--scales", .kind = FLAG_STR, .dst = &q->scales, .help = "apply a pq calibrate result instead "
@@ -89,28 +89,28 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "seeded random starts, or consecutive", .choices = "random|concat", .bit = PQ_ARG_CALIB_MODE}},
         {QC, {.name = "--alpha", .kind = FLAG_STR, .dst = &a->alpha, .help = "smoothquant: migration strength in "
              "[0, 1], or auto (searched per group)", .metavar = "A", .bit = PQ_ARG_ALPHA}},
-        {QC, {.name = "--awq-grid", .kind = FLAG_INT, .dst = &q->smooth.grid, .help = "awq: alpha candidates i/N "
-             "over [0, 1)", .metavar = "N", .bit = PQ_ARG_AWQ_GRID, .min = 1, .max = 1000}},
-        {QC, {.name = "--awq-clip-grid", .kind = FLAG_INT, .dst = &q->smooth.clip_grid, .help = "awq: clip "
-             "candidates 1 - i/N down to 0.5 (0: no clipping)", .metavar = "N", .bit = PQ_ARG_AWQ_CLIP_GRID,
+        {QC, {.name = "--awq-grid", .kind = FLAG_INT, .dst = &q->smooth.grid, .help = "awq, awq+gptq: alpha "
+             "candidates i/N over [0, 1)", .metavar = "N", .bit = PQ_ARG_AWQ_GRID, .min = 1, .max = 1000}},
+        {QC, {.name = "--awq-clip-grid", .kind = FLAG_INT, .dst = &q->smooth.clip_grid, .help = "awq, awq+gptq: "
+             "clip candidates 1 - i/N down to 0.5 (0: no clipping)", .metavar = "N", .bit = PQ_ARG_AWQ_CLIP_GRID,
              .min = 0, .max = 1000}},
         {QC, {.name = "--search-tokens", .kind = FLAG_INT, .dst = &q->smooth.search_tokens, .help = "awq, "
-             "smoothquant: tokens of whole windows the searches measure their error on", .metavar = "N",
+             "awq+gptq, smoothquant: tokens of whole windows the searches measure their error on", .metavar = "N",
              .bit = PQ_ARG_SEARCH_TOKENS, .min = 1, .max = 1 << 30}},
-        {Q, {.name = "--damp", .kind = FLAG_DOUBLE, .dst = &q->gptq.damp, .help = "gptq: dampening, a fraction of "
-             "the Hessian's mean diagonal", .metavar = "X", .bit = PQ_ARG_DAMP,
+        {Q, {.name = "--damp", .kind = FLAG_DOUBLE, .dst = &q->gptq.damp, .help = "gptq, awq+gptq: "
+             "dampening, a fraction of the Hessian's mean diagonal", .metavar = "X", .bit = PQ_ARG_DAMP,
              .min = PQ_GPTQ_DAMP_MIN, .max = PQ_GPTQ_DAMP_MAX}},
-        {Q, {.name = "--block-size", .kind = FLAG_INT, .dst = &q->gptq.block_size, .help = "gptq: columns per lazy "
-             "batch update", .metavar = "N", .bit = PQ_ARG_BLOCK_SIZE, .min = 1, .max = 65536}},
-        {Q, {.name = "--act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq: columns in "
-             "descending order of the Hessian diagonal (default)", .value = 1, .bit = PQ_ARG_ACT_ORDER}},
-        {Q, {.name = "--no-act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq: columns in "
-             "natural order", .value = 0, .bit = PQ_ARG_ACT_ORDER}},
-        {Q, {.name = "--static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq: group "
-             "scales from the unmodified weights, groups in natural order, no g_idx (default)", .value = 1,
+        {Q, {.name = "--block-size", .kind = FLAG_INT, .dst = &q->gptq.block_size, .help = "gptq, awq+gptq: "
+             "columns per lazy batch update", .metavar = "N", .bit = PQ_ARG_BLOCK_SIZE, .min = 1, .max = 65536}},
+        {Q, {.name = "--act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq, awq+gptq: "
+             "columns in descending order of the Hessian diagonal (default)", .value = 1, .bit = PQ_ARG_ACT_ORDER}},
+        {Q, {.name = "--no-act-order", .kind = FLAG_BOOL, .dst = &q->gptq.act_order, .help = "gptq, awq+gptq: "
+             "columns in natural order", .value = 0, .bit = PQ_ARG_ACT_ORDER}},
+        {Q, {.name = "--static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq, awq+gptq: "
+             "group scales from the unmodified weights, groups in natural order, no g_idx (default)", .value = 1,
              .bit = PQ_ARG_STATIC_GROUPS}},
-        {Q, {.name = "--no-static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq: group "
-             "scales on the fly; with act-order the groups follow the column order (weight_g_idx)", .value = 0,
+        {Q, {.name = "--no-static-groups", .kind = FLAG_BOOL, .dst = &q->gptq.static_groups, .help = "gptq, awq+gptq: "
+             "group scales on the fly; with act-order the groups follow the column order (weight_g_idx)", .value = 0,
              .bit = PQ_ARG_STATIC_GROUPS}},
         {Q, {.name = "--true-sequential", .kind = FLAG_BOOL, .dst = &q->gptq.true_sequential, .help = "gptq: q/k/v, "
              "o, gate/up, down in turn, each calibrated on the quantized earlier ones", .value = 1,

@@ -233,17 +233,17 @@ expect_fail 2 "--bits 3: only the weight-only integer schemes" "--bits with w8a8
     $PQ quantize "$FIXTURE" -o "$B" --scheme w8a8 --bits 3
 expect_fail 2 "--method gptq --scheme fp8: GPTQ writes the weight-only integer schemes" "gptq fp8" -- \
     $PQ quantize "$FIXTURE" -o "$B" $G --scheme fp8
-expect_fail 2 "--act-order: not a flag of --method rtn (it is one of gptq)" "--act-order with rtn" -- \
+expect_fail 2 "--act-order: not a flag of --method rtn (it is one of gptq, awq+gptq)" "--act-order with rtn" -- \
     $PQ quantize "$FIXTURE" -o "$B" --act-order
-expect_fail 2 "--resume: not a flag of --method rtn (it is one of gptq, awq, smoothquant, fp8)" "--resume with rtn" -- \
+expect_fail 2 "--resume: not a flag of --method rtn (it is one of gptq, awq, awq+gptq, smoothquant, fp8)" "--resume with rtn" -- \
     $PQ quantize "$FIXTURE" -o "$B" --resume
 # a flag the method does not take is a usage error naming it and the method, whatever its value
 # (it used to be guessed by comparing with the default: --damp 0.5 and --block-size 7 passed with rtn)
-expect_fail 2 "--damp: not a flag of --method rtn (it is one of gptq)" "--damp with rtn" -- \
+expect_fail 2 "--damp: not a flag of --method rtn (it is one of gptq, awq+gptq)" "--damp with rtn" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method rtn --damp 0.5
-expect_fail 2 "--block-size: not a flag of --method rtn (it is one of gptq)" "--block-size with rtn" -- \
+expect_fail 2 "--block-size: not a flag of --method rtn (it is one of gptq, awq+gptq)" "--block-size with rtn" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method rtn --block-size 7
-expect_fail 2 "--damp: not a flag of --method awq (it is one of gptq)" "--damp 0.01 (its default) with awq" -- \
+expect_fail 2 "--damp: not a flag of --method awq (it is one of gptq, awq+gptq)" "--damp 0.01 (its default) with awq" -- \
     $PQ quantize "$FIXTURE" -o "$B" --method awq --calib "$CALIB" --damp 0.01
 expect_fail 2 "--device: not a flag of --method rtn" "--device with rtn (it runs on the CPU)" -- \
     $PQ quantize "$FIXTURE" -o "$B" --device cpu

@@ -115,7 +115,7 @@ expect_fail 2 "--group abc: expected a group size" "group abc" -- $PQ quantize "
 expect_fail 2 "--scheme w5a16: not a scheme" "unknown scheme" -- $PQ quantize "$FIXTURE" -o "$TMP/bad" --scheme w5a16
 expect_fail 2 "--method awq needs calibration text: --calib FILE" "awq without --calib" -- \
     $PQ quantize "$FIXTURE" -o "$TMP/bad" --method awq
-expect_fail 2 "--method foo: not a method (rtn, gptq, awq, smoothquant, fp8)" "unknown method" -- \
+expect_fail 2 "--method foo: not a method (rtn, gptq, awq, awq+gptq, smoothquant, fp8)" "unknown method" -- \
     $PQ quantize "$FIXTURE" -o "$TMP/bad" --method foo
 expect_fail 2 "-o OUT is required" "missing -o" -- $PQ quantize "$FIXTURE"
 [ ! -e "$TMP/bad" ] && ok "usage errors create nothing" || fail "usage errors left $TMP/bad"
