@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,27 +68,25 @@ static const char *kind_of(mode_t m) {
            S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
-// Opens path non-blocking to look at it, then makes *fd blocking. A FIFO
-// (when allowed) is reopened blocking so a writer that has not opened it yet
-// is waited for, not read as an empty stream; it must be the same FIFO.
+// Opens path non-blocking to look at it. A regular file's *fd is then made
+// blocking; a FIFO's (when allowed) stays non-blocking, for read_input to
+// wait on with poll() (a blocking open would wait for a writer that may
+// already have come and gone).
 static pq_status open_input(const char *path, int allow_fifo, int *fd) {
     *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     PQ_FAIL_IF(*fd < 0, PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb, again;
+    struct stat sb;
     int flags;
     pq_status st = PQ_OK;
     if (fstat(*fd, &sb) != 0) st = PQ_FAIL(PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (allow_fifo && S_ISFIFO(sb.st_mode)) {
-        close(*fd);
-        *fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (*fd < 0) st = PQ_FAIL(PQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        else if (fstat(*fd, &again) != 0 || again.st_dev != sb.st_dev || again.st_ino != sb.st_ino)
-            st = PQ_FAIL(PQ_ERR_IO, "%s: changed while being opened", path);
-    } else if (!S_ISREG(sb.st_mode)) st = PQ_FAIL(PQ_ERR_IO, "%s: is %s, not a regular file", path, kind_of(sb.st_mode));
+    else if (allow_fifo && S_ISFIFO(sb.st_mode)) return PQ_OK;
+    else if (!S_ISREG(sb.st_mode)) st = PQ_FAIL(PQ_ERR_IO, "%s: is %s, not a regular file", path, kind_of(sb.st_mode));
     else if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
         st = PQ_FAIL(PQ_ERR_IO, "%s: fcntl failed: %s", path, strerror(errno));
-    if (st != PQ_OK && *fd >= 0) close(*fd);
-    if (st != PQ_OK) *fd = -1;
+    if (st != PQ_OK) {
+        close(*fd);
+        *fd = -1;
+    }
     return st;
 }
 
@@ -105,6 +104,7 @@ static pq_status read_input(const char *path, int allow_fifo, size_t max_bytes, 
     PQ_TRY(open_input(path, allow_fifo, &fd));
     struct stat sb;
     PQ_CHECK_GOTO(fstat(fd, &sb) != 0, st, PQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    int fifo = S_ISFIFO(sb.st_mode);
     PQ_CHECK_GOTO((uint64_t)sb.st_size > max_bytes, st, PQ_ERR_IO, "%s: %lld bytes, more than the %zu allowed", path,
                   (long long)sb.st_size, max_bytes);
     // the size is a hint only (/proc files report 0, a file may grow): read to EOF
@@ -120,8 +120,16 @@ static pq_status read_input(const char *path, int allow_fifo, size_t max_bytes, 
             buf = malloc(cap);
             PQ_CHECK_GOTO(!buf, st, PQ_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
         }
+        // a FIFO: wait for data or for its writer's end (Linux reports no
+        // hang-up before a writer has opened it, so this also waits for one)
+        if (fifo) {
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, -1);
+            if (pr < 0 && errno == EINTR) continue;
+            PQ_CHECK_GOTO(pr < 0, st, PQ_ERR_IO, "%s: poll failed: %s", path, strerror(errno));
+        }
         ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EINTR || (fifo && errno == EAGAIN))) continue;
         PQ_CHECK_GOTO(r < 0, st, PQ_ERR_IO, "%s: read failed: %s", path, strerror(errno));
         if (r == 0) break;
         n += (size_t)r;
