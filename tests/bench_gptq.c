@@ -144,11 +144,16 @@ static int run(const pq_config *c, pq_device device, int windows, int seqlen) {
 
 int main(int argc, char **argv) {
     int layers = 22, windows = 16, seqlen = 512, dev = -1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--windows")) windows = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seqlen")) seqlen = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--device")) dev = !strcmp(argv[i + 1], "cuda") ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 < argc && !strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--windows")) windows = atoi(argv[i + 1]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--seqlen")) seqlen = atoi(argv[i + 1]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--device"))
+            dev = !strcmp(argv[i + 1], "cuda") ? PQ_DEVICE_CUDA : PQ_DEVICE_CPU;
+        else {
+            fprintf(stderr, "usage: %s [--layers N] [--windows N] [--seqlen L] [--device cpu|cuda]\n", argv[0]);
+            return 2;
+        }
     }
     pq_test_seed();
     if (pq_blas_init() != PQ_OK) {
