@@ -215,6 +215,15 @@ pq_status pq_model_check_finite(const pq_model *m) {
     return PQ_OK;
 }
 
+// Every tensor of m->st loaded into the model, then checked to be accounted
+// for (name: the model's path, for the message).
+static pq_status load_weights(pq_model *m, const char *name) {
+    m->used = calloc((size_t)pq_st_count(m->st) + 1, 1);
+    PQ_FAIL_IF(!m->used, PQ_ERR_NOMEM, "%s: out of memory", name);
+    PQ_TRY(load_all(m));
+    return check_accounted(m);
+}
+
 // config.json's quantization_config, if any.
 static pq_status load_quant_info(const char *config_path, pq_packed_info *out) {
     char *text;
@@ -231,10 +240,7 @@ static pq_status open_gguf(pq_model *m, const char *path) {
     const char *cfg = pq_gguf_hf_file(m->gguf, "config.json");
     PQ_TRY(pq_config_parse(cfg, strlen(cfg), path, &m->cfg));
     m->st = pq_gguf_hf_st(m->gguf);
-    m->used = calloc((size_t)pq_st_count(m->st) + 1, 1);
-    PQ_FAIL_IF(!m->used, PQ_ERR_NOMEM, "%s: out of memory", path);
-    PQ_TRY(load_all(m));
-    return check_accounted(m);
+    return load_weights(m, path);
 }
 
 pq_status pq_model_open(const char *dir, pq_model **out) {
@@ -257,10 +263,7 @@ pq_status pq_model_open(const char *dir, pq_model **out) {
     PQ_TRY_GOTO(s, pq_config_load(path, &m->cfg));
     PQ_TRY_GOTO(s, load_quant_info(path, &m->quant));
     PQ_TRY_GOTO(s, pq_st_open(dir, &m->st));
-    m->used = calloc((size_t)pq_st_count(m->st) + 1, 1);
-    PQ_CHECK_GOTO(!m->used, s, PQ_ERR_NOMEM, "%s: out of memory", dir);
-    PQ_TRY_GOTO(s, load_all(m));
-    PQ_TRY_GOTO(s, check_accounted(m));
+    PQ_TRY_GOTO(s, load_weights(m, dir));
     *out = m;
     return PQ_OK;
 done:
@@ -283,10 +286,7 @@ pq_status pq_model_open_view(const char *name, char *config_json, pq_st *st, voi
     size_t len = strlen(config_json);
     PQ_TRY_GOTO(s, pq_config_parse(config_json, len, name, &m->cfg));
     PQ_TRY_GOTO(s, pq_packed_info_parse(config_json, len, name, &m->quant));
-    m->used = calloc((size_t)pq_st_count(m->st) + 1, 1);
-    PQ_CHECK_GOTO(!m->used, s, PQ_ERR_NOMEM, "%s: out of memory", name);
-    PQ_TRY_GOTO(s, load_all(m));
-    PQ_TRY_GOTO(s, check_accounted(m));
+    PQ_TRY_GOTO(s, load_weights(m, name));
     *out = m;
     return PQ_OK;
 done:

@@ -257,3 +257,27 @@ done:
     close(in);
     return st;
 }
+
+pq_status pq_file_reopen_tmp(const char *tmp, const void *header, size_t n, uint64_t total, int *fd) {
+    *fd = open(tmp, O_RDWR | O_CLOEXEC);
+    PQ_FAIL_IF(*fd < 0, PQ_ERR_IO, "%s: cannot resume: %s", tmp, strerror(errno));
+    pq_status s = PQ_OK;
+    char *have = malloc(n);
+    struct stat sb;
+    PQ_CHECK_GOTO(!have, s, PQ_ERR_NOMEM, "%s: out of memory", tmp);
+    PQ_CHECK_GOTO(fstat(*fd, &sb) != 0, s, PQ_ERR_IO, "%s: cannot stat: %s", tmp, strerror(errno));
+    PQ_CHECK_GOTO((uint64_t)sb.st_size > total, s, PQ_ERR_FORMAT,
+                  "%s: cannot resume: %lld bytes, more than the %llu declared", tmp, (long long)sb.st_size,
+                  (unsigned long long)total);
+    ssize_t r = (uint64_t)sb.st_size >= n ? pread(*fd, have, n, 0) : 0;
+    PQ_CHECK_GOTO(r < 0, s, PQ_ERR_IO, "%s: read failed: %s", tmp, strerror(errno));
+    PQ_CHECK_GOTO((size_t)r != n || memcmp(have, header, n) != 0, s, PQ_ERR_FORMAT,
+                  "%s: cannot resume: its header differs from the declared tensors and metadata", tmp);
+done:
+    free(have);
+    if (s != PQ_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return s;
+}

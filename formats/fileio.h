@@ -64,6 +64,12 @@ pq_status pq_tmp_path(char *out, size_t cap, const char *path);
 pq_status pq_fd_write_all(int fd, const void *data, size_t len, const char *path);
 pq_status pq_fd_pwrite_all(int fd, const void *data, size_t len, uint64_t off, const char *path);
 
+// Reopens tmp, the temporary file of an interrupted writer, for writing
+// (O_RDWR) into *fd: it must be no longer than total bytes and begin with
+// header[0..n) (the same declared tensors and metadata); otherwise a
+// "cannot resume" error naming tmp.
+pq_status pq_file_reopen_tmp(const char *tmp, const void *header, size_t n, uint64_t total, int *fd);
+
 // Finishes an atomic write: fsyncs and closes fd (always closed), renames
 // tmp over final, fsyncs final's directory. PQ_ERR_IO naming the file on
 // failure; a failure before the rename removes tmp and leaves final untouched.

@@ -188,29 +188,10 @@ pq_status pq_st_writer_resume(pq_st_writer *w) {
     PQ_FAIL_IF(!w, PQ_ERR_ARG, "pq_st_writer_resume: NULL writer");
     PQ_FAIL_IF(w->state != DECLARING, PQ_ERR_ARG, "%s: resume after begin", w->final_path);
     PQ_TRY(build_header(w));
-    const char *tp = w->tmp_path;
-    int fd = open(tp, O_RDWR | O_CLOEXEC);
-    PQ_FAIL_IF(fd < 0, PQ_ERR_IO, "%s: cannot resume: %s", tp, strerror(errno));
-    pq_status s = PQ_OK;
-    char *have = malloc(w->header_len);
-    struct stat sb;
-    PQ_CHECK_GOTO(!have, s, PQ_ERR_NOMEM, "%s: out of memory", tp);
-    PQ_CHECK_GOTO(fstat(fd, &sb) != 0, s, PQ_ERR_IO, "%s: cannot stat: %s", tp, strerror(errno));
-    PQ_CHECK_GOTO((uint64_t)sb.st_size > w->total, s, PQ_ERR_FORMAT,
-                  "%s: cannot resume: %lld bytes, more than the %llu declared", tp, (long long)sb.st_size,
-                  (unsigned long long)w->total);
-    ssize_t r = (uint64_t)sb.st_size >= w->header_len ? pread(fd, have, w->header_len, 0) : 0;
-    PQ_CHECK_GOTO(r < 0, s, PQ_ERR_IO, "%s: read failed: %s", tp, strerror(errno));
-    PQ_CHECK_GOTO((size_t)r != w->header_len || memcmp(have, w->header, w->header_len) != 0, s, PQ_ERR_FORMAT,
-                  "%s: cannot resume: its header differs from the declared tensors and metadata", tp);
+    PQ_TRY(pq_file_reopen_tmp(w->tmp_path, w->header, w->header_len, w->total, &w->fd));
     for (int i = 0; i < w->n; i++) w->t[i].written = 1; // the caller's journal knows what is in there
-    w->fd = fd;
-    fd = -1;
     w->state = WRITING;
-done:
-    if (fd >= 0) close(fd);
-    free(have);
-    return s;
+    return PQ_OK;
 }
 
 pq_status pq_st_writer_put(pq_st_writer *w, const char *name, const void *data, size_t nbytes) {

@@ -43,11 +43,15 @@ int pq_ggml_can_quant(uint32_t t) {
 
 // ---- the searches of the K types ---------------------------------------------------
 
-// make_qkx2_quants (use_mad false): an asymmetric scale and min for x[n]
-// with codes 0..nmax, the min clamped to <= 0, trying nstep + 1 scales
-// around the range's by weighted least squares. Returns the scale; *neg_min
-// receives -min; L the codes of the best try.
-static float search_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+// make_qkx2_quants and make_qkx3_quants with weights (use_mad false): an
+// asymmetric scale and min for x[n] with codes 0..nmax, the min clamped to
+// <= 0, trying nstep + 1 scales around the range's by weighted least squares.
+// Returns the scale; *neg_min receives -min; L the codes of the best try.
+// ggml's two differ only in the all-zero test, max == min (qkx2) against
+// max <= min (qkx3), which agree here: once min is clamped to <= 0, max < min
+// cannot happen (and nstep >= 1 in every call, so qkx3's first try is not
+// skipped either).
+static float search_qkx(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
                          float rdelta, int nstep) {
     uint8_t aux[32];
     float lo = x[0], hi = x[0], sum_w = w[0], sum_x = sum_w * x[0];
@@ -59,64 +63,6 @@ static float search_qkx2(int n, int nmax, const float *x, const float *w, uint8_
     }
     if (lo > 0) lo = 0;
     if (hi == lo) {
-        memset(L, 0, (size_t)n);
-        *neg_min = -lo;
-        return 0.f;
-    }
-    float iscale = nmax / (hi - lo), scale = 1 / iscale, best = 0;
-    for (int i = 0; i < n; i++) {
-        L[i] = (uint8_t)imax(0, imin(nmax, nearest(iscale * (x[i] - lo))));
-        float diff = scale * L[i] + lo - x[i];
-        best += w[i] * (diff * diff);
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * is + nmax) / (hi - lo);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            int l = imax(0, imin(nmax, nearest(iscale * (x[i] - lo))));
-            aux[i] = (uint8_t)l;
-            sum_l += w[i] * l;
-            sum_l2 += w[i] * l * l;
-            sum_xl += w[i] * l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (!(D > 0)) continue;
-        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D, this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-        if (this_min > 0) {
-            this_min = 0;
-            this_scale = sum_xl / sum_l2;
-        }
-        float err = 0;
-        for (int i = 0; i < n; i++) {
-            float diff = this_scale * aux[i] + this_min - x[i];
-            err += w[i] * (diff * diff);
-        }
-        if (err < best) {
-            memcpy(L, aux, (size_t)n);
-            best = err;
-            scale = this_scale;
-            lo = this_min;
-        }
-    }
-    *neg_min = -lo;
-    return scale;
-}
-
-// make_qkx3_quants with weights (use_mad false): as make_qkx2_quants but a
-// range of the form `max <= min` is all zero (and the first try is not
-// skipped when nstep < 1: here nstep is always 36).
-static float search_qkx3(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
-                         float rdelta, int nstep) {
-    uint8_t aux[32];
-    float lo = x[0], hi = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        lo = x[i] < lo ? x[i] : lo;
-        hi = x[i] > hi ? x[i] : hi;
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
-    }
-    if (lo > 0) lo = 0;
-    if (hi <= lo) {
         memset(L, 0, (size_t)n);
         *neg_min = -lo;
         return 0.f;
@@ -319,7 +265,7 @@ static void grid_q4_k(const float *x, const float *qw, pq_block_q4_k *b, pq_ggml
             for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
             float av_x = sqrtf(sum_x2 / 32);
             for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
-            scales[j] = search_qkx2(32, 15, xs, w, g->keep + 32 * j, &mins[j], -1.f, 0.1f, 20);
+            scales[j] = search_qkx(32, 15, xs, w, g->keep + 32 * j, &mins[j], -1.f, 0.1f, 20);
             max_scale = scales[j] > max_scale ? scales[j] : max_scale;
             max_min = mins[j] > max_min ? mins[j] : max_min;
         }
@@ -341,7 +287,7 @@ static void grid_q4_k(const float *x, const float *qw, pq_block_q4_k *b, pq_ggml
             float sumw = 0;
             for (int l = 0; l < 32; l++) sumw += w[l];
             sw[j] = sumw;
-            scales[j] = search_qkx3(32, 15, xs, w, g->keep + 32 * j, &mins[j], -0.9f, 0.05f, 36);
+            scales[j] = search_qkx(32, 15, xs, w, g->keep + 32 * j, &mins[j], -0.9f, 0.05f, 36);
         }
         d_all = search_qp(8, 63, scales, ls, sw);
         m_all = search_qp(8, 63, mins, lm, sw);
