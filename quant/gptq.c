@@ -60,6 +60,46 @@ static int cmp_key(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
+size_t pq_gptq_order_bytes(int cols) {
+    size_t n = (size_t)cols;
+    return ALIGN(n * sizeof(key)) + ALIGN(n * sizeof(int)) + ALIGN(n);
+}
+
+// The column order and dead columns into out->perm / out->dead (set by the
+// caller), keys: [cols] scratch; *mean: the mean diagonal (a dead column's as 1).
+static pq_status order(const float *h, int cols, const pq_gptq_params *p, const char *name, key *keys,
+                       pq_gptq_hessian *out, double *mean) {
+    size_t n = (size_t)cols;
+    PQ_FAIL_IF(!(p->damp > 0 && p->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "%s: dampening %g not in (0, %g]", name,
+               p->damp, PQ_GPTQ_DAMP_MAX);
+    for (size_t k = 0; k < n * n; k++)
+        PQ_FAIL_IF(!isfinite(h[k]), PQ_ERR_NUMERIC, "%s: Hessian element [%zu, %zu] is %s", name, k / n, k % n,
+                   isnan(h[k]) ? "NaN" : "Inf");
+    double m = 0;
+    out->n_dead = 0;
+    for (int i = 0; i < cols; i++) {
+        double d = h[(size_t)i * n + i];
+        out->dead[i] = d == 0;
+        out->n_dead += out->dead[i];
+        keys[i] = (key){out->dead[i] ? 1.0 : d, i};
+        m += keys[i].v;
+    }
+    *mean = m / cols;
+    if (p->act_order) qsort(keys, n, sizeof *keys, cmp_key);
+    for (int i = 0; i < cols; i++) out->perm[i] = p->act_order ? keys[i].i : i;
+    return PQ_OK;
+}
+
+pq_status pq_gptq_order(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
+                        pq_gptq_hessian *out, double *mean) {
+    size_t n = (size_t)cols;
+    char *b = ws;
+    *out = (pq_gptq_hessian){.cols = cols, .damp = p->damp};
+    out->perm = (int *)(b + ALIGN(n * sizeof(key)));
+    out->dead = (unsigned char *)((char *)out->perm + ALIGN(n * sizeof(int)));
+    return order(h, cols, p, name, (key *)ws, out, mean);
+}
+
 pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
                           pq_pool *pool, pq_gptq_hessian *out) {
     size_t n = (size_t)cols, u_bytes = ALIGN((n * n > 2 * n ? n * n : 2 * n) * sizeof(double));
@@ -68,23 +108,8 @@ pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, con
     void *lws = b + u_bytes;
     hs.perm = (int *)(b + u_bytes + ALIGN(pq_linalg_workspace_bytes(cols)));
     hs.dead = (unsigned char *)((char *)hs.perm + ALIGN(n * sizeof(int)));
-    PQ_FAIL_IF(!(p->damp > 0 && p->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "%s: dampening %g not in (0, %g]", name,
-               p->damp, PQ_GPTQ_DAMP_MAX);
-    for (size_t k = 0; k < n * n; k++)
-        PQ_FAIL_IF(!isfinite(h[k]), PQ_ERR_NUMERIC, "%s: Hessian element [%zu, %zu] is %s", name, k / n, k % n,
-                   isnan(h[k]) ? "NaN" : "Inf");
-    double mean = 0;
-    key *keys = (key *)hs.u;
-    for (int i = 0; i < cols; i++) {
-        double d = h[(size_t)i * n + i];
-        hs.dead[i] = d == 0;
-        hs.n_dead += hs.dead[i];
-        keys[i] = (key){hs.dead[i] ? 1.0 : d, i};
-        mean += keys[i].v;
-    }
-    mean /= cols;
-    if (p->act_order) qsort(keys, n, sizeof *keys, cmp_key);
-    for (int i = 0; i < cols; i++) hs.perm[i] = p->act_order ? keys[i].i : i;
+    double mean;
+    PQ_TRY(order(h, cols, p, name, (key *)hs.u, &hs, &mean));
     for (hs.damp = p->damp;; hs.damp *= 10, hs.retries++) {
         PQ_FAIL_IF(hs.damp > PQ_GPTQ_DAMP_MAX * (1 + 1e-9), PQ_ERR_NUMERIC,
                    "%s: the Hessian is not positive definite even with dampening %g (x mean diagonal)", name,
@@ -103,9 +128,7 @@ pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, con
 
 // ---- the solve ------------------------------------------------------------
 
-// Columns per lazy batch: block_size, rounded to whole groups when group
-// scales are chosen on the fly (so that a group never straddles a batch).
-static int batch_len(const pq_gptq_params *p, int cols) {
+int pq_gptq_batch_len(const pq_gptq_params *p, int cols) {
     int b = p->block_size;
     if (grouped(p, cols) && !p->static_groups) b = b >= p->group ? b / p->group * p->group : p->group;
     return b < cols ? b : cols;
@@ -113,9 +136,19 @@ static int batch_len(const pq_gptq_params *p, int cols) {
 
 static int nchunks(int rows) { return (rows + PQ_GPTQ_ROWS - 1) / PQ_GPTQ_ROWS; }
 
+pq_status pq_gptq_check_output(const pq_qtensor *q, int rows, int cols, const pq_gptq_params *p, const char *name) {
+    PQ_FAIL_IF(p->bits < 2 || p->bits > 8 || p->block_size < 1, PQ_ERR_ARG, "%s: %d bits, block size %d", name,
+               p->bits, p->block_size);
+    PQ_FAIL_IF((q->fmt != PQ_W_QPACK && q->fmt != PQ_W_INT8) || q->rows != rows || q->cols != cols ||
+                   q->bits != p->bits || (q->fmt == PQ_W_QPACK && q->group != (grouped(p, cols) ? p->group : cols)) ||
+                   (q->zeros == NULL) != (p->sym != 0) || (q->g_idx == NULL) != !pq_gptq_has_g_idx(p, cols),
+               PQ_ERR_ARG, "%s: the output tensor does not match the GPTQ parameters", name);
+    return PQ_OK;
+}
+
 size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p) {
     size_t r = (size_t)rows, c = (size_t)cols, nc = (size_t)nchunks(rows);
-    return ALIGN(r * c * sizeof(double)) + ALIGN(r * batch_len(p, cols) * sizeof(double)) +
+    return ALIGN(r * c * sizeof(double)) + ALIGN(r * pq_gptq_batch_len(p, cols) * sizeof(double)) +
            ALIGN(nc * c * sizeof(float)) + ALIGN(nc * sizeof(double)) + ALIGN(nc * sizeof(int));
 }
 
@@ -209,15 +242,10 @@ static void solve_chunk(void *ctx, int ci, int tid) {
 pq_status pq_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
                         const char *name, void *ws, pq_pool *pool, pq_qtensor *q, double *loss) {
     int cols = h->cols, nc = nchunks(rows);
-    PQ_FAIL_IF(p->bits < 2 || p->bits > 8 || p->block_size < 1, PQ_ERR_ARG, "%s: %d bits, block size %d", name,
-               p->bits, p->block_size);
-    PQ_FAIL_IF((q->fmt != PQ_W_QPACK && q->fmt != PQ_W_INT8) || q->rows != rows || q->cols != cols ||
-                   q->bits != p->bits || (q->fmt == PQ_W_QPACK && q->group != (grouped(p, cols) ? p->group : cols)) ||
-                   (q->zeros == NULL) != (p->sym != 0) || (q->g_idx == NULL) != !pq_gptq_has_g_idx(p, cols),
-               PQ_ERR_ARG, "%s: the output tensor does not match the GPTQ parameters", name);
+    PQ_TRY(pq_gptq_check_output(q, rows, cols, p, name));
     size_t r = (size_t)rows, c = (size_t)cols;
     char *b = ws;
-    solve_job j = {.w = w, .h = h, .p = p, .q = q, .rows = rows, .cols = cols, .blen = batch_len(p, cols),
+    solve_job j = {.w = w, .h = h, .p = p, .q = q, .rows = rows, .cols = cols, .blen = pq_gptq_batch_len(p, cols),
                    .ng = pq_qtensor_ngroups(q), .group = grouped(p, cols) ? p->group : cols};
     j.W = (double *)b;
     j.E = (double *)(b += ALIGN(r * c * sizeof(double)));

@@ -84,6 +84,16 @@ size_t pq_gptq_hessian_bytes(int cols);
 pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
                           pq_pool *pool, pq_gptq_hessian *out);
 
+// The part of pq_gptq_prepare before the factorization, which the GPU's
+// prepare (quant/gptq_cuda.h) shares so that both order the columns alike:
+// checks p->damp and h, finds the dead columns and the column order, and
+// sets *mean to the mean diagonal (a dead column's counted as 1). out gets
+// cols, perm, dead, n_dead and damp = p->damp (u NULL, retries 0); perm and
+// dead point into ws (pq_gptq_order_bytes(cols)). Errors as pq_gptq_prepare.
+size_t pq_gptq_order_bytes(int cols);
+pq_status pq_gptq_order(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
+                        pq_gptq_hessian *out, double *mean);
+
 // Workspace bytes of pq_gptq_solve (independent of the thread count).
 size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p);
 
@@ -97,6 +107,17 @@ size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p);
 // PQ_ERR_NUMERIC naming `name` and the row. ws: pq_gptq_solve_bytes.
 pq_status pq_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
                         const char *name, void *ws, pq_pool *pool, pq_qtensor *q, double *loss);
+
+// Columns per lazy batch: block_size, rounded to whole groups when group
+// scales are chosen on the fly (so that a group never straddles a batch),
+// at most cols.
+int pq_gptq_batch_len(const pq_gptq_params *p, int cols);
+
+// pq_gptq_solve's check of its arguments: 2..8 bits, block_size >= 1, and
+// q made for rows x cols with these parameters (format, bits, group, zero
+// points iff asymmetric, g_idx iff pq_gptq_has_g_idx); PQ_ERR_ARG naming
+// `name` otherwise.
+pq_status pq_gptq_check_output(const pq_qtensor *q, int rows, int cols, const pq_gptq_params *p, const char *name);
 
 // The run's parameters a user gives: damp in [PQ_GPTQ_DAMP_MIN,
 // PQ_GPTQ_DAMP_MAX], block_size in 1..65536; PQ_ERR_ARG naming the flag.
