@@ -53,7 +53,7 @@ CFLAGS   += -DPQ_HAVE_CUDA=1
 NVCCFLAGS := -O2 -std=c++17 -I. -Xcompiler -fPIC,-Wall -DPQ_HAVE_CUDA=1 \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusolver -lcublasLt -lcublas -lcudart -lstdc++
 endif
 
 .PHONY: all demo demo-fixture test test-gpu test-oracles bench bench-compare fuzz clean deps check-layers
