@@ -86,7 +86,7 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
             r->gpu_bytes += p->true_sequential ? 0 : b;
             if (p->true_sequential && b > r->gpu_xtx_max) r->gpu_xtx_max = b;
         }
-        r->gpu_bytes += r->gpu_xtx_max;
+        r->gpu_bytes += r->gpu_xtx_max + meth->gpu_work_bytes;
     }
     for (int g = 0; g < PQ_NGROUPS; g++) {
         size_t b = pq_act_stats_bytes(pq_input_group_cols(c, g), meth->stats);

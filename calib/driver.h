@@ -70,6 +70,7 @@ int pq_input_group_cols(const pq_config *c, int g);
 typedef struct {
     int stats;            // PQ_STAT_* flags the method needs
     size_t work_bytes;    // the most memory the method holds at once (for the estimate)
+    size_t gpu_work_bytes; // the most device memory it holds when the run is on the GPU (GPTQ's solve)
     // Quantizes the linears of group g of block `layer` from st (finished:
     // xtx symmetric) and installs quantized linears into L->lin[members];
     // what they point to must stay valid until block_done returns.
@@ -109,8 +110,9 @@ typedef struct {
     // measured
     size_t peak_rss;       // the run's peak RSS (VmHWM, reset when the run starts)
     double t_embed, t_forward, t_stats, t_method; // seconds: embedding, block passes, accumulation, method
-    size_t gpu_bytes;      // on the GPU: X, one window's scratch and the X^T X of the groups measured
-                           //   at once (not the block's weights, its linear workspace, the method's)
+    size_t gpu_bytes;      // on the GPU: X, one window's scratch, the X^T X of the groups measured
+                           //   at once and the method's gpu_work_bytes (not the block's weights nor
+                           //   its linear workspace)
     size_t gpu_xtx_max;    //   (true_sequential: the largest group's X^T X, counted once)
     int on_gpu;            // X^T X was accumulated and the block passes ran on the GPU
     int cpu_passes;        //   passes that fell back to the CPU (a block the CUDA backend refused)

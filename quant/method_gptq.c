@@ -3,7 +3,11 @@
 // prepared once (dampening raised with a note when it is not positive
 // definite) and every linear reading that input is solved from it, its
 // quantized weight installed into the block so that the final pass (and,
-// with true_sequential, the next group's statistics) runs it.
+// with true_sequential, the next group's statistics) runs it. When the run
+// is on the GPU (the driver's rule: GPTQ measures X^T X there whenever the
+// device resolves to cuda) the Hessian is prepared and the linears solved
+// there too (quant/gptq_cuda.h), except for a GGUF scheme's grids, which
+// pq_ggml_gptq_solve chooses on the CPU.
 #include <math.h>
 #include <stdio.h>
 
@@ -11,6 +15,7 @@
 #include "kernels/ggml_blocks.h"
 #include "quant/ggml_grid.h"
 #include "quant/gptq.h"
+#include "quant/gptq_cuda.h"
 #include "quant/method.h"
 
 typedef struct {
@@ -21,8 +26,10 @@ typedef struct {
     float *w;                          // [largest linear] the widened source weight
     float *row;                        // [widest] one dequantized row
     float *diag;                       // [widest] diag(X^T X) of the current input (GGUF grids with --imatrix)
-    void *hws, *sws, *ews;             // Hessian, solve and output-error workspaces
+    void *hws, *sws, *ews;             // Hessian, solve (CPU) and output-error workspaces
     size_t work;                       // all of the above and one block's quantized tensors
+    pq_gptq_cuda *dev;                 // the GPU's prepare and solve, or NULL: the CPU's
+    size_t gpu_work;                   // device bytes dev holds at most
     int damp_raised;                   // the current block's
     int dense[PQ_NLINEAR];             // the current block's linears a plan keeps unquantized
 } gptq_state;
@@ -68,15 +75,20 @@ static void free_state(void *state) {
     if (!g) return;
     done(g);
     pq_free(g->w), pq_free(g->row), pq_free(g->diag), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
+    pq_gptq_cuda_free(g->dev);
     free(g);
 }
 
 // The workspaces: the Hessian and solve workspaces of the largest group and
-// linear, the output-error workspace, the widened weight; the estimate also
-// counts one block's quantized tensors.
+// linear (on the GPU: the host part of the prepare, and the device context),
+// the output-error workspace, the widened weight; the estimate also counts
+// one block's quantized tensors.
 static pq_status create(const pq_method *self, const pq_method_ctx *c, void **state) {
     const pq_config *cfg = &c->m->cfg;
     const pq_gptq_args *a = &c->q->gptq;
+    pq_device dev;
+    PQ_TRY(pq_device_resolve(c->q->device, &dev));
+    int gpu = dev == PQ_DEVICE_CUDA && pq_scheme_ggml_type(c->scheme) < 0;
     gptq_state *g = calloc(1, sizeof *g);
     PQ_FAIL_IF(!g, PQ_ERR_NOMEM, "out of memory");
     g->c = *c;
@@ -89,28 +101,39 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     int widest = 0, nt = pq_pool_size(c->pool);
     for (int gi = 0; gi < PQ_NGROUPS; gi++) {
         int cols = pq_input_group_cols(cfg, gi);
-        hb = pq_gptq_hessian_bytes(cols) > hb ? pq_gptq_hessian_bytes(cols) : hb;
+        size_t b = gpu ? pq_gptq_cuda_hessian_bytes(cols) : pq_gptq_hessian_bytes(cols);
+        hb = b > hb ? b : hb;
         widest = cols > widest ? cols : widest;
     }
     for (int s = 0; s < PQ_NLINEAR; s++) {
         const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
         size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &most), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
         if (pq_scheme_ggml_type(c->scheme) >= 0) b = pq_ggml_gptq_solve_bytes(L->rows, L->cols, &most, nt);
+        if (gpu) { // no host solve workspace; the device holds the largest group's factor and linear's solve
+            size_t d = pq_gptq_cuda_bytes(widest, L->rows, L->cols, &most);
+            g->gpu_work = d > g->gpu_work ? d : g->gpu_work;
+            b = 0;
+        }
         sb = b > sb ? b : sb;
         eb = e > eb ? e : eb;
         qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
         wb = (size_t)L->rows * L->cols * 4 > wb ? (size_t)L->rows * L->cols * 4 : wb;
     }
     g->hws = pq_alloc(hb);
-    g->sws = pq_alloc(sb);
+    g->sws = sb ? pq_alloc(sb) : NULL;
     g->ews = pq_alloc(eb);
     g->w = pq_alloc(wb);
     g->row = pq_alloc((size_t)widest * sizeof(float));
     g->diag = pq_alloc((size_t)widest * sizeof(float));
     g->work = hb + sb + eb + qb + wb;
-    if (!g->hws || !g->sws || !g->ews || !g->w || !g->row || !g->diag) {
+    if (!g->hws || (sb && !g->sws) || !g->ews || !g->w || !g->row || !g->diag) {
         free_state(g);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the GPTQ workspaces (%.1f MiB)", (hb + sb + eb) / 1048576.0);
+    }
+    pq_status st = gpu ? pq_gptq_cuda_create(&g->dev) : PQ_OK;
+    if (st != PQ_OK) {
+        free_state(g);
+        return st;
     }
     *state = g;
     return PQ_OK;
@@ -158,6 +181,8 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
             imx = g->diag;
         }
         PQ_TRY(pq_ggml_gptq_solve(g->w, src->rows, h, &gp, imx, module, g->sws, g->c.pool, q, &loss));
+    } else if (g->dev) {
+        PQ_TRY(pq_gptq_cuda_solve(g->dev, g->w, src->rows, h, &gp, module, q, &loss));
     } else {
         PQ_TRY(pq_gptq_solve(g->w, src->rows, h, &gp, module, g->sws, g->c.pool, q, &loss));
     }
@@ -177,7 +202,10 @@ static pq_status quantize_group(void *ud, int layer, int gi, pq_layer *L, const 
     char name[256], line[512];
     snprintf(name, sizeof name, "model.layers.%d %s input", layer, grp->name);
     pq_gptq_hessian h;
-    PQ_TRY(pq_gptq_prepare(st->xtx, st->cols, &g->gp, name, g->hws, g->c.pool, &h));
+    if (g->dev)
+        PQ_TRY(pq_gptq_cuda_prepare(g->dev, st->xtx, st->cols, &g->gp, name, g->hws, &h));
+    else
+        PQ_TRY(pq_gptq_prepare(st->xtx, st->cols, &g->gp, name, g->hws, g->c.pool, &h));
     if (h.retries) {
         g->damp_raised++;
         snprintf(line, sizeof line, "warning: %s: the Hessian is not positive definite with damp %g; raised to %g",
@@ -190,7 +218,8 @@ static pq_status quantize_group(void *ud, int layer, int gi, pq_layer *L, const 
 
 static pq_status hooks(void *state, pq_calib_method *drv) {
     gptq_state *g = state;
-    *drv = (pq_calib_method){.stats = PQ_STAT_XTX, .work_bytes = g->work, .quantize_group = quantize_group, .ud = g};
+    *drv = (pq_calib_method){.stats = PQ_STAT_XTX, .work_bytes = g->work, .gpu_work_bytes = g->gpu_work,
+                             .quantize_group = quantize_group, .ud = g};
     return PQ_OK;
 }
 
@@ -201,15 +230,22 @@ static pq_status result(void *state, int layer, pq_block_out *out) {
     return PQ_OK;
 }
 
+// A run on the GPU also says where the solve ran ("solve_device": cuda, or
+// cpu for a GGUF scheme's grids); a CPU run's object is unchanged.
 static json_t *provenance(void *state, const pq_method_summary *s) {
     gptq_state *g = state;
     const pq_calib_report *m = s->report;
-    return json_pack("{s:i, s:f, s:i, s:b, s:b, s:b, s:b, s:i, s:s, s:s, s:i}", "bits", g->gp.bits, "damp", g->gp.damp,
+    json_t *o = json_pack("{s:i, s:f, s:i, s:b, s:b, s:b, s:b, s:i, s:s, s:s, s:i}", "bits", g->gp.bits, "damp", g->gp.damp,
                      "block_size", g->gp.block_size, "act_order", g->gp.act_order, "static_groups",
                      g->gp.static_groups, "true_sequential", g->c.q->gptq.true_sequential, "imatrix",
                      g->c.q->gptq.imatrix, "damp_raised",
                      s->damp_raised, "hessian_device", m->on_gpu ? "cuda" : "cpu", "forward_device",
                      m->on_gpu ? "cuda" : "cpu", "forward_cpu_fallbacks", m->cpu_passes);
+    if (o && m->on_gpu && json_object_set_new(o, "solve_device", json_string(g->dev ? "cuda" : "cpu")) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 const pq_method PQ_METHOD_GPTQ = {

@@ -318,6 +318,7 @@ static pq_status scales_block_done(void *ud, int layer, int resumed) {
 // Every block through the driver, with the memory estimate before and the peak after.
 static pq_status drive(run *r, pq_status (*block_done)(void *, int, int)) {
     pq_calib_method meth = {.stats = r->hooks.stats, .work_bytes = r->hooks.work_bytes,
+                            .gpu_work_bytes = r->hooks.gpu_work_bytes,
                             .quantize_group = r->hooks.quantize_group ? quantize_group : NULL,
                             .quantize_block = r->hooks.quantize_block ? quantize_block : NULL,
                             .load_block = load_block, .block_done = block_done, .ud = r};
@@ -335,9 +336,10 @@ static pq_status drive(run *r, pq_status (*block_done)(void *, int, int)) {
     r->t_quant = pq_now() - t0;
     PQ_TRY(s);
     if (m->on_gpu)
-        note(r, "peak memory %.1f MiB (estimate %.1f MiB, ratio %.2f); GPU memory in use at most %.1f MiB%s",
+        note(r, "peak memory %.1f MiB (estimate %.1f MiB, ratio %.2f); GPU memory in use at most %.1f MiB, "
+                "estimate %.1f MiB%s",
              m->peak_rss / 1048576.0, m->total / 1048576.0, (double)m->peak_rss / (double)m->total,
-             m->peak_gpu_bytes / 1048576.0,
+             m->peak_gpu_bytes / 1048576.0, m->gpu_bytes / 1048576.0,
              m->cpu_passes ? " (some block passes ran on the CPU: the CUDA backend refused their linears)" : "");
     else
         note(r, "peak memory %.1f MiB (estimate %.1f MiB, ratio %.2f)", m->peak_rss / 1048576.0,
@@ -557,9 +559,9 @@ static json_t *run_record(run *r, const pq_quantize_result *res) {
     if (o && r->o.calibrated &&
         json_object_set_new(
             o, "memory",
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "estimate_bytes",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "estimate_bytes",
                       (json_int_t)m->total, "peak_rss_bytes", (json_int_t)m->peak_rss, "peak_gpu_bytes",
-                      (json_int_t)m->peak_gpu_bytes, "base_rss_bytes", (json_int_t)m->base_rss, "model_bytes",
+                      (json_int_t)m->peak_gpu_bytes, "gpu_estimate_bytes", (json_int_t)m->gpu_bytes, "base_rss_bytes", (json_int_t)m->base_rss, "model_bytes",
                       (json_int_t)m->model_bytes, "activation_bytes", (json_int_t)m->act_bytes, "scratch_bytes",
                       (json_int_t)m->scratch_bytes, "statistics_bytes", (json_int_t)m->stats_bytes, "method_bytes",
                       (json_int_t)m->method_bytes, "seconds_embed", m->t_embed, "seconds_forward", m->t_forward,

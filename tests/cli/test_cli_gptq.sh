@@ -257,9 +257,11 @@ if $PQ quantize "$FIXTURE" -o "$TMP/cuda" $G --group 32 --device cuda >"$TMP/q_o
     [ "$(jq -r .gptq.hessian_device "$TMP/cuda/pq.json")" = cuda ] &&
         [ "$(jq -r .gptq.forward_device "$TMP/cuda/pq.json")" = cuda ] &&
         [ "$(jq -r .gptq.forward_cpu_fallbacks "$TMP/cuda/pq.json")" = 0 ] &&
-        grep -q '^pq quantize: peak memory .*; GPU memory in use at most [0-9.]* MiB$' "$TMP/q_err" &&
+        [ "$(jq -r .gptq.solve_device "$TMP/cuda/pq.json")" = cuda ] &&
+        grep -q '^pq quantize: peak memory .*; GPU memory in use at most [0-9.]* MiB, estimate [0-9.]* MiB$' "$TMP/q_err" &&
+        [ "$(jq '.memory.gpu_estimate_bytes > 0' "$TMP/cuda/pq-run.json")" = true ] &&
         awk -v a="$pc" -v b="$p4" 'BEGIN { exit !(a > 0 && a < 1.02 * b && a > b / 1.02) }' &&
-        ok "--device cuda: block passes and X^T X on the GPU, GPU memory printed, PPL $pc vs CPU $p4" ||
+        ok "--device cuda: block passes, X^T X and the GPTQ solve on the GPU, GPU memory printed, PPL $pc vs CPU $p4" ||
         fail "--device cuda: PPL '$pc' vs '$p4', $(jq -c .gptq "$TMP/cuda/pq.json") $(cat "$TMP/q_err")"
 elif [ $? -eq 1 ] && tail -n 1 "$TMP/q_err" | grep -q "^pq quantize: .*--device cuda: no usable CUDA device (" &&
     no_leftovers "$TMP/cuda" && [ ! -e "$TMP/cuda" ]; then
