@@ -3,7 +3,8 @@
 // layers) through the calibration driver with 16 windows x 512 random token
 // ids: time split into the calibration forward passes, the X^T X
 // accumulation and the GPTQ solve (factorization, column loop, output
-// error), and the measured peak RSS against the driver's printed estimate.
+// error; with --device cuda the factorization and column loop run on the
+// GPU, quant/gptq_cuda.h, the output error on the CPU), and the measured peak RSS against the driver's printed estimate.
 //
 // The random model's 2.2 GB live in anonymous memory, resident before the
 // run starts: the estimate counts them in "resident at the start" (what a
@@ -23,10 +24,12 @@
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
 #include "quant/gptq.h"
+#include "quant/gptq_cuda.h"
 
 typedef struct {
     pq_pool *pool;
     pq_gptq_params gp;
+    pq_gptq_cuda *dev;   // --device cuda: the GPU's prepare and solve
     pq_qtensor q[PQ_NLINEAR];
     float *w;
     void *hws, *sws, *ews;
@@ -38,7 +41,10 @@ static pq_status bm_group(void *ud, int layer, int g, pq_layer *L, const pq_act_
     bench_method *b = ud;
     double t0 = pq_now();
     pq_gptq_hessian h;
-    PQ_TRY(pq_gptq_prepare(st->xtx, st->cols, &b->gp, "bench", b->hws, b->pool, &h));
+    if (b->dev)
+        PQ_TRY(pq_gptq_cuda_prepare(b->dev, st->xtx, st->cols, &b->gp, "bench", b->hws, &h));
+    else
+        PQ_TRY(pq_gptq_prepare(st->xtx, st->cols, &b->gp, "bench", b->hws, b->pool, &h));
     b->t_prepare += pq_now() - t0;
     for (int k = 0; k < PQ_INPUT_GROUPS[g].n; k++) {
         int s = PQ_INPUT_GROUPS[g].members[k];
@@ -49,7 +55,10 @@ static pq_status bm_group(void *ud, int layer, int g, pq_layer *L, const pq_act_
         *q = (pq_qtensor){.fmt = PQ_W_QPACK, .rows = src->rows, .cols = src->cols, .bits = b->gp.bits,
                           .group = b->gp.group, .scale_dtype = PQ_DT_F16};
         PQ_TRY(pq_qtensor_alloc(q, !b->gp.sym));
-        PQ_TRY(pq_gptq_solve(b->w, src->rows, &h, &b->gp, "bench", b->sws, b->pool, q, NULL));
+        if (b->dev)
+            PQ_TRY(pq_gptq_cuda_solve(b->dev, b->w, src->rows, &h, &b->gp, "bench", q, NULL));
+        else
+            PQ_TRY(pq_gptq_solve(b->w, src->rows, &h, &b->gp, "bench", b->sws, b->pool, q, NULL));
         double t1 = pq_now();
         b->t_solve += t1 - t0;
         pq_linear view = pq_qtensor_linear(q);
@@ -98,6 +107,10 @@ static int run(const pq_config *c, pq_device device, int windows, int seqlen) {
         qb += (size_t)L->rows * pq_qpack_words_per_row(L->cols, 4) * 4 + (size_t)L->rows * ((L->cols + 127) / 128) * 4;
     }
     b.hws = pq_alloc(hb), b.sws = pq_alloc(sb), b.ews = pq_alloc(eb), b.w = pq_alloc(wb);
+    if (device == PQ_DEVICE_CUDA && pq_cuda_device_count() > 0 && pq_gptq_cuda_create(&b.dev) != PQ_OK) {
+        printf("FAIL - GPTQ on the GPU: %s\n", pq_last_error());
+        return 1;
+    }
     pq_calib_method meth = {.stats = PQ_STAT_XTX, .work_bytes = hb + sb + eb + wb + qb, .quantize_group = bm_group,
                             .load_block = bm_load, .block_done = bm_done, .ud = &b};
     pq_calib_run_params rp = {.pool = b.pool, .device = device};
@@ -108,7 +121,7 @@ static int run(const pq_config *c, pq_device device, int windows, int seqlen) {
            "(%.0f MiB, in memory)\n", c->hidden, c->intermediate, c->n_heads, c->n_kv_heads, c->n_layers,
            m->weight_bytes / MiB);
     printf("calibration: %d windows x %d tokens (random ids), GPTQ w4 g128 sym, damp 0.01, block 128, %s, %d threads, "
-           "%s, OpenBLAS %s\n", windows, seqlen, device == PQ_DEVICE_CUDA ? "block passes and X^T X on the GPU" : "CPU",
+           "%s, OpenBLAS %s\n", windows, seqlen, device == PQ_DEVICE_CUDA ? "block passes, X^T X and the GPTQ solve on the GPU" : "CPU",
            pq_pool_size(b.pool), pq_isa_name(pq_cpu_isa()), pq_blas_core());
     printf("estimate: %.0f MiB = %.0f resident at the start (the model's %.0f) + %.0f activations + %.0f block scratch "
            "+ %.0f X^T X + %.0f GPTQ workspaces\n", r.total / MiB, r.base_rss / MiB, m->weight_bytes / MiB,
@@ -136,6 +149,7 @@ static int run(const pq_config *c, pq_device device, int windows, int seqlen) {
     PQ_CHECK((double)r.peak_rss <= 1.25 * r.total, "peak RSS within 1.25x of the estimate");
     for (int k = 0; k < PQ_NLINEAR; k++) pq_qtensor_free(&b.q[k]);
     pq_free(b.hws), pq_free(b.sws), pq_free(b.ews), pq_free(b.w);
+    pq_gptq_cuda_free(b.dev);
     pq_pool_free(b.pool);
     free(d.tokens);
     pq_model_free(m);

@@ -9,16 +9,21 @@
 # shares, and a step with too little left is skipped and says so. Steps,
 # each run even when an earlier one failed:
 #   build      make -j16: pq, the GPU test binaries, bench_cuda, bench_gptq
-#   gpu tests  test_quant_cuda, test_engine_cuda, test_calib with
-#              PQ_REQUIRE_GPU=1 (a missing device is a failure): every CUDA
-#              kernel against its C reference, the engine against the CPU's
-#   sanitizer  compute-sanitizer memcheck on the three GPU tests, racecheck
+#   gpu tests  test_quant_cuda, test_engine_cuda, test_calib, test_gptq_cuda
+#              with PQ_REQUIRE_GPU=1 (a missing device is a failure): every
+#              CUDA kernel against its C reference, the engine against the
+#              CPU's, GPTQ's prepare and solve against the CPU's
+#   sanitizer  compute-sanitizer memcheck on the four GPU tests, racecheck
 #              on test_quant_cuda and test_engine_cuda (shared memory of
 #              the tiled GEMV and the attention kernels)
 #   ppl        pq ppl --device cuda on the fixture (FP16 and 9 quantized
 #              schemes, carried in .gpu-carry/q) against the CPU values
 #              gpu_prepare.sh computed before the run: within 0.5% or FAIL;
-#              SmolLM2 too when .gpu-carry/smollm2 was carried
+#              SmolLM2 too when .gpu-carry/smollm2 was carried; then the
+#              SmolLM2 GGUF itself when this machine has it cached
+#              (tools/get_smollm2.sh's path; nothing is downloaded here): pq
+#              ppl --device cpu and --device cuda on 8 windows of
+#              wiki.test.raw, both run here, within 0.5% or FAIL
 #   ncu        one Nsight Compute pass over bench_cuda's "ncu" part: the
 #              W4A16 g128 GEMV (4096 x 14336, T = 1) and the prefill and
 #              decode attention kernels (speed of light, occupancy, memory
@@ -54,8 +59,30 @@ ppl_all() {
     done <.gpu-carry/cpu_ppl.txt
     return $bad
 }
+# SmolLM2-135M's GGUF, CPU and GPU both measured here (`sh tests/gpu_check.sh smollm2`)
+smollm2() {
+    gguf=${PQ_SMOLLM2:-${PQ_CACHE:-$HOME/.cache/pq}/SmolLM2-135M-Instruct.Q4_1.gguf}
+    [ -f "$gguf" ] || { echo "smollm2_gguf: $gguf is not on this machine, not checked"; return 0; }
+    G=$(sh tools/get_smollm2.sh) || { echo "smollm2_gguf: FAIL (tools/get_smollm2.sh: the cached file does not check)"; return 1; }
+    wiki=${PQ_SHARED:-../shared}/data/wiki.test.raw
+    for d in cpu cuda; do
+        build/pq ppl "$G" --text "$wiki" --protocol llamacpp --ctx 512 --max-windows 8 --device $d --json |
+            sed -n 's/.*"ppl": \([0-9.eE+-]*\).*/\1/p' >".smollm2_$d.$$"
+    done
+    c=$(cat ".smollm2_cpu.$$") g=$(cat ".smollm2_cuda.$$")
+    rm -f ".smollm2_cpu.$$" ".smollm2_cuda.$$"
+    verdict=$(awk -v g="$g" -v c="$c" 'BEGIN { if (g == "" || c == "") { print "FAIL (no value)"; exit }
+        d = (g - c) / c; if (d < 0) d = -d
+        printf "%s %.3f%%", d <= 0.005 ? "ok" : "FAIL", 100 * d }')
+    printf '%-18s cpu %-12s cuda %-12s %s\n' smollm2_gguf "${c:-none}" "${g:-none}" "$verdict"
+    case $verdict in ok*) return 0 ;; *) return 1 ;; esac
+}
 if [ "$MODE" = ppl ]; then
     ppl_all
+    exit $?
+fi
+if [ "$MODE" = smollm2 ]; then
+    smollm2
     exit $?
 fi
 OUT=${OUT:-build/gpu-check}
@@ -121,7 +148,7 @@ fi
 note "GPU: $(nvidia-smi -L 2>&1 | head -1); commit $(git log --format=%h -1 2>/dev/null); shared data: $PQ_SHARED"
 
 # ---- build ---------------------------------------------------------------------------
-GPU_TESTS="test_quant_cuda test_engine_cuda test_calib"
+GPU_TESTS="test_quant_cuda test_engine_cuda test_calib test_gptq_cuda"
 BINS="build/pq build/tests/bench_cuda build/tests/bench_gptq"
 for t in $GPU_TESTS; do BINS="$BINS build/tests/$t"; done
 # shellcheck disable=SC2086
@@ -158,7 +185,8 @@ fi
 PPL=$OUT/ppl.txt
 : >"$PPL"
 step "ppl GPU vs CPU (within 0.5%)" 60 90 "$PPL" sh "$0" ppl
-grep -E '^[a-z0-9_]+ +cpu ' "$PPL" | sed 's/^/    /' | tee -a "$SUM"
+step "ppl SmolLM2 GGUF GPU vs CPU (within 0.5%)" 90 90 "$PPL" sh "$0" smollm2
+grep -E '^[a-z0-9_]+ +cpu |^smollm2_gguf: ' "$PPL" | sed 's/^/    /' | tee -a "$SUM"
 
 # ---- one Nsight Compute pass ---------------------------------------------------------------
 NCU=$OUT/ncu.txt
