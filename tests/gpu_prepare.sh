@@ -11,9 +11,11 @@
 #   .gpu-carry/cpu_ppl.txt NAME|MODEL DIR|CPU perplexity, computed here with
 #                          the command gpu_check.sh repeats with --device cuda
 # SmolLM2-135M (98 MB as Q4_1 GGUF, 270 MB as F16) does not fit the 64 MiB
-# the device tool carries: gpu_check.sh checks it only when
-# .gpu-carry/smollm2/ holds a pq checkpoint and cpu_ppl.txt a line for it
-# (add both by hand where a larger carry is possible).
+# the device tool carries: gpu_check.sh checks a pq checkpoint of it when
+# .gpu-carry/smollm2/ holds one and cpu_ppl.txt a line for it (add both by
+# hand where a larger carry is possible), and the GGUF itself, CPU and GPU
+# both measured there, when the GPU machine has it cached
+# (tools/get_smollm2.sh's path).
 # Then: run(command="sh tests/gpu_check.sh", carry=[".gpu-carry"], timeout_s=540)
 set -eu
 SHARED=${PQ_SHARED:-../shared}
