@@ -44,15 +44,19 @@ struct pq_gptq_cuda {
     double *d_w;                    // [cols][rows] W permuted, column-major
     double *d_e;                    // [blen][rows] a batch's errors, column-major
     int8_t *d_codes;                // [rows][cols] signed codes, natural order
+    float *d_deq;                   // [rows][cols] W' (the dequantized codes), then W - W'
+    float *d_y;                     // [rows][cols] a product with H (the output error)
+    double *d_dots;                 // [2][rows] the output error's per-row sums
     uint32_t *d_packed;             // [rows][words] the packed codes (PQ_W_QPACK)
     float *d_scales, *d_zeros;      // [rows][ng] scales, signed zero points
     uint8_t *d_zq;                  // [rows][ng] zero points as stored
     double *d_loss;                 // [rows]
-    size_t h_cap, u_cap, work_cap, perm_cap, dead_cap, wf_cap, w_cap, e_cap, codes_cap, packed_cap, scales_cap,
-        zeros_cap, zq_cap, loss_cap;
+    size_t h_cap, u_cap, work_cap, perm_cap, dead_cap, wf_cap, w_cap, e_cap, codes_cap, deq_cap, y_cap, dots_cap,
+        packed_cap, scales_cap, zeros_cap, zq_cap, loss_cap;
+    int solved_rows;                // rows of the last solve since the last prepare (0: none)
     void *h_work;                   // trtri's host workspace
     size_t h_work_cap;
-    double *h_loss;                 // [rows] host copy of d_loss
+    double *h_loss;                 // [rows] host copy of d_loss, then [2][rows] of d_dots
     size_t h_loss_cap;
 };
 
@@ -237,7 +241,7 @@ static __global__ void static_params(const float *wf, const unsigned char *dead,
 // a batch for shared memory). The batch's errors go to E for the GEMM.
 static __global__ void batch(double *W, double *E, const double *U, const int *perm, int rows, int cols, int i1,
                              int i2, int G, int ng, int on_the_fly, qparams q, float *scales, float *zeros,
-                             uint8_t *zq, int8_t *codes, double *loss, int *bad) {
+                             uint8_t *zq, int8_t *codes, float *deq, double *loss, int *bad) {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= rows) return;
     const size_t R = (size_t)rows;
@@ -256,9 +260,11 @@ static __global__ void batch(double *W, double *E, const double *U, const int *p
         const float sc = scales[k], z = zeros[k];
         const double w = Wr[(size_t)i * R];
         const float code = code_of((float)w, sc, z, q.bits);
+        const float dq = __fmul_rn(sc, __fsub_rn(code, z)); // what the stored code dequantizes to
         codes[(size_t)r * cols + perm[i]] = (int8_t)code;
+        deq[(size_t)r * cols + perm[i]] = dq;
         const double *Ui = U + (size_t)i * cols;
-        const double err = __ddiv_rn(__dsub_rn(w, (double)__fmul_rn(sc, __fsub_rn(code, z))), Ui[i]);
+        const double err = __ddiv_rn(__dsub_rn(w, (double)dq), Ui[i]);
         l = __dadd_rn(l, __dmul_rn(err, err));
         Er[(size_t)(i - i1) * R] = err;
         for (int c = i + 1; c < i2; c++) Wr[(size_t)c * R] = __dsub_rn(Wr[(size_t)c * R], __dmul_rn(err, Ui[c]));
@@ -279,6 +285,22 @@ static __global__ void pack(const int8_t *codes, int rows, int cols, int bits, i
     }
 }
 
+// d = w - d in place (f32, as pq_act_stats_output_sq's D).
+static __global__ void difference(const float *w, size_t n, float *d) {
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x)
+        d[k] = __fsub_rn(w[k], d[k]);
+}
+
+// out[r] = sum_c p[r][c] y[r][c] in double, columns in order; a thread per row.
+static __global__ void row_dots(const float *p, const float *y, int rows, int cols, double *out) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float *pr = p + (size_t)r * cols, *yr = y + (size_t)r * cols;
+    double s = 0;
+    for (int c = 0; c < cols; c++) s = __dadd_rn(s, __dmul_rn((double)pr[c], (double)yr[c]));
+    out[r] = s;
+}
+
 // ---- the context ----------------------------------------------------------------------
 
 static int grouped(const pq_gptq_params *p, int cols) { return p->group > 0 && p->group < cols; }
@@ -289,9 +311,10 @@ extern "C" size_t pq_gptq_cuda_bytes(int hcols, int rows, int cols, const pq_gpt
     size_t hn = (size_t)hcols, n = (size_t)rows * cols, R = (size_t)rows;
     size_t ng = grouped(p, cols) ? (size_t)((cols + p->group - 1) / p->group) : 1;
     size_t prepare = hn * hn * (sizeof(float) + sizeof(double)) + hn * (sizeof(int) + 1) + hn * 256 * sizeof(double);
-    // w as given, W, codes and (at most a byte a code) their packed copy; the batch errors; scales, zeros; loss
-    size_t solve = n * (sizeof(float) + sizeof(double) + 2) + R * pq_gptq_batch_len(p, cols) * sizeof(double) +
-                   R * ng * (2 * sizeof(float) + 1) + R * sizeof(double);
+    // w as given, W, W' and a product with H, codes and (at most a byte a code) their packed copy; the batch
+    // errors; scales, zeros; loss and the output error's sums
+    size_t solve = n * (3 * sizeof(float) + sizeof(double) + 2) + R * pq_gptq_batch_len(p, cols) * sizeof(double) +
+                   R * ng * (2 * sizeof(float) + 1) + 3 * R * sizeof(double);
     return prepare + solve;
 }
 
@@ -300,8 +323,9 @@ extern "C" void pq_gptq_cuda_free(pq_gptq_cuda *g) {
     if (g->stream) cudaStreamSynchronize(g->stream);
     if (g->solver) cusolverDnDestroy(g->solver);
     if (g->blas) cublasDestroy(g->blas);
-    void *bufs[] = {g->d_h,     g->d_u,      g->d_work,   g->d_perm,  g->d_dead, g->d_flags, g->d_wf, g->d_w,
-                    g->d_e,     g->d_codes,  g->d_packed, g->d_scales, g->d_zeros, g->d_zq,  g->d_loss};
+    void *bufs[] = {g->d_h,    g->d_u,      g->d_work,   g->d_perm,   g->d_dead, g->d_flags, g->d_wf,
+                    g->d_w,    g->d_e,      g->d_codes,  g->d_deq,    g->d_y,    g->d_dots,  g->d_packed,
+                    g->d_scales, g->d_zeros, g->d_zq,    g->d_loss};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     if (g->stream) cudaStreamDestroy(g->stream);
     free(g->h_work);
@@ -392,7 +416,8 @@ extern "C" pq_status pq_gptq_cuda_prepare(pq_gptq_cuda *g, const float *h, int c
     pq_gptq_hessian hs;
     double mean;
     PQ_TRY(pq_gptq_order(h, cols, p, name, ws, &hs, &mean));
-    g->cols = 0; // no factor until this one is done
+    g->cols = 0; // no factor until this one is done, no solve with it yet
+    g->solved_rows = 0;
     const size_t n = (size_t)cols, nn = n * n;
     int lwork = 0;
     size_t tr_dev = 0, tr_host = 0;
@@ -455,12 +480,14 @@ extern "C" pq_status pq_gptq_cuda_solve(pq_gptq_cuda *g, const float *w, int row
     PQ_TRY(grow(&g->d_w, &g->w_cap, n * sizeof(double), "GPTQ's working weight"));
     PQ_TRY(grow(&g->d_e, &g->e_cap, R * blen * sizeof(double), "GPTQ's batch errors"));
     PQ_TRY(grow(&g->d_codes, &g->codes_cap, n, "the GPTQ codes"));
+    PQ_TRY(grow(&g->d_deq, &g->deq_cap, n * sizeof(float), "the dequantized GPTQ weight"));
     PQ_TRY(grow(&g->d_packed, &g->packed_cap, R * words * sizeof(uint32_t), "the packed GPTQ codes"));
     PQ_TRY(grow(&g->d_scales, &g->scales_cap, nq * sizeof(float), "the GPTQ scales"));
     PQ_TRY(grow(&g->d_zeros, &g->zeros_cap, nq * sizeof(float), "the GPTQ zero points"));
     PQ_TRY(grow(&g->d_zq, &g->zq_cap, nq, "the stored GPTQ zero points"));
     PQ_TRY(grow(&g->d_loss, &g->loss_cap, R * sizeof(double), "the GPTQ loss"));
-    PQ_TRY(grow_host((void **)&g->h_loss, &g->h_loss_cap, R * sizeof(double)));
+    PQ_TRY(grow_host((void **)&g->h_loss, &g->h_loss_cap, 2 * R * sizeof(double)));
+    g->solved_rows = 0;
     PQ_CUDA_TRY(cudaMemcpyAsync(g->d_wf, w, n * sizeof(float), cudaMemcpyHostToDevice, g->stream));
     PQ_CUDA_TRY(cudaMemsetAsync(g->d_loss, 0, R * sizeof(double), g->stream));
     PQ_CUDA_TRY(cudaMemsetAsync(g->d_flags + 1, 0x7f, sizeof(int), g->stream)); // NO_ROW
@@ -477,7 +504,7 @@ extern "C" pq_status pq_gptq_cuda_solve(pq_gptq_cuda *g, const float *w, int row
         int i2 = i1 + blen < cols ? i1 + blen : cols;
         batch<<<nblk, ROWS_PER_BLOCK, 0, g->stream>>>(g->d_w, g->d_e, g->d_u, g->d_perm, rows, cols, i1, i2, G, ng,
                                                        on_the_fly, qp, g->d_scales, g->d_zeros, g->d_zq,
-                                                       g->d_codes, g->d_loss, g->d_flags + 1);
+                                                       g->d_codes, g->d_deq, g->d_loss, g->d_flags + 1);
         PQ_CUDA_LAUNCHED("batch");
         if (i2 == cols) break;
         // W[:, i2:] -= E U[i1:i2, i2:], column-major: E is rows x (i2 - i1) (ld rows); the row-major
@@ -507,5 +534,33 @@ extern "C" pq_status pq_gptq_cuda_solve(pq_gptq_cuda *g, const float *w, int row
     double total = 0;
     for (int r = 0; r < rows; r++) total += g->h_loss[r];
     if (loss) *loss = total;
+    g->solved_rows = rows;
+    return PQ_OK;
+}
+
+extern "C" pq_status pq_gptq_cuda_output_error(pq_gptq_cuda *g, double *out) {
+    const int rows = g->solved_rows, cols = g->cols;
+    PQ_FAIL_IF(!rows, PQ_ERR_ARG, "GPTQ on the GPU: no solved linear to measure");
+    const size_t R = (size_t)rows, n = R * cols;
+    const float one = 1.0f, zero = 0.0f;
+    PQ_TRY(grow(&g->d_y, &g->y_cap, n * sizeof(float), "the output error's product"));
+    PQ_TRY(grow(&g->d_dots, &g->dots_cap, 2 * R * sizeof(double), "the output error's sums"));
+    difference<<<pq_cuda_blocks(n), PQ_CUDA_THREADS, 0, g->stream>>>(g->d_wf, n, g->d_deq);
+    PQ_CUDA_LAUNCHED("difference");
+    // Y = P H for P [rows][cols] row-major (a cols x rows column-major matrix): Y^T = H P^T, H symmetric
+    const float *P[2] = {g->d_wf, g->d_deq};
+    const unsigned nblk = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+    for (int k = 0; k < 2; k++) { // energy from W, error from W - W'
+        PQ_CUBLAS_TRY(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, cols, rows, cols, &one, g->d_h, cols, P[k], cols,
+                                  &zero, g->d_y, cols));
+        row_dots<<<nblk, ROWS_PER_BLOCK, 0, g->stream>>>(P[k], g->d_y, rows, cols, g->d_dots + k * R);
+        PQ_CUDA_LAUNCHED("row_dots");
+    }
+    PQ_CUDA_TRY(cudaMemcpyAsync(g->h_loss, g->d_dots, 2 * R * sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    PQ_TRY(wait_for(g, "the GPTQ output error"));
+    g->solved_rows = 0; // W' became W - W'
+    double den = 0, num = 0;
+    for (int r = 0; r < rows; r++) den += g->h_loss[r], num += g->h_loss[R + r];
+    *out = den > 0 ? num / den : 0;
     return PQ_OK;
 }

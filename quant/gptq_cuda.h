@@ -21,6 +21,8 @@
 //            spreads each column's error over the batch's later columns;
 //            then one cublasDgemm applies the lazy update W[:, end:] -= E
 //            U[batch, end:]. Codes are packed on the device into q's layout.
+//   measure  the output error the method records per linear, from the
+//            device's W, W' and H (pq_gptq_cuda_output_error).
 // f64, not f32: the CPU keeps W and U in double (quant/gptq.h), and the
 // device's results are compared with it; an f32 U loses ~7 digits against
 // the condition number of a dampened Hessian. H200-class GPUs run f64
@@ -80,5 +82,13 @@ pq_status pq_gptq_cuda_read_factor(pq_gptq_cuda *g, double *u);
 // q->scale_dtype is PQ_ERR_NUMERIC naming `name` and the first such row.
 pq_status pq_gptq_cuda_solve(pq_gptq_cuda *g, const float *w, int rows, const pq_gptq_hessian *h,
                              const pq_gptq_params *p, const char *name, pq_qtensor *q, double *loss);
+
+// ||W X^T - W' X^T||^2 / ||W X^T||^2 of the last pq_gptq_cuda_solve (its w
+// and the values its codes dequantize to) over the Hessian of the last
+// prepare, as pq_act_stats_output_error computes it from xtx = that h (the
+// ratio does not depend on h's scale): two cublasSgemm with h, per-row sums
+// in double added in row order; 0 for a zero W X. Once per solve:
+// PQ_ERR_ARG without a solve since the last prepare or measure.
+pq_status pq_gptq_cuda_output_error(pq_gptq_cuda *g, double *out);
 
 #endif

@@ -80,8 +80,8 @@ static void free_state(void *state) {
 }
 
 // The workspaces: the Hessian and solve workspaces of the largest group and
-// linear (on the GPU: the host part of the prepare, and the device context),
-// the output-error workspace, the widened weight; the estimate also counts
+// linear, the output-error workspace (on the GPU: the host part of the
+// prepare, and the device context that solves and measures), the widened weight; the estimate also counts
 // one block's quantized tensors.
 static pq_status create(const pq_method *self, const pq_method_ctx *c, void **state) {
     const pq_config *cfg = &c->m->cfg;
@@ -109,10 +109,11 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
         const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
         size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &most), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
         if (pq_scheme_ggml_type(c->scheme) >= 0) b = pq_ggml_gptq_solve_bytes(L->rows, L->cols, &most, nt);
-        if (gpu) { // no host solve workspace; the device holds the largest group's factor and linear's solve
+        if (gpu) { // no host solve or output-error workspace: the device holds the largest group's factor,
+                   // the largest linear's solve and its output error
             size_t d = pq_gptq_cuda_bytes(widest, L->rows, L->cols, &most);
             g->gpu_work = d > g->gpu_work ? d : g->gpu_work;
-            b = 0;
+            b = e = 0;
         }
         sb = b > sb ? b : sb;
         eb = e > eb ? e : eb;
@@ -121,12 +122,12 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     }
     g->hws = pq_alloc(hb);
     g->sws = sb ? pq_alloc(sb) : NULL;
-    g->ews = pq_alloc(eb);
+    g->ews = eb ? pq_alloc(eb) : NULL;
     g->w = pq_alloc(wb);
     g->row = pq_alloc((size_t)widest * sizeof(float));
     g->diag = pq_alloc((size_t)widest * sizeof(float));
     g->work = hb + sb + eb + qb + wb;
-    if (!g->hws || (sb && !g->sws) || !g->ews || !g->w || !g->row || !g->diag) {
+    if (!g->hws || (sb && !g->sws) || (eb && !g->ews) || !g->w || !g->row || !g->diag) {
         free_state(g);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the GPTQ workspaces (%.1f MiB)", (hb + sb + eb) / 1048576.0);
     }
@@ -188,7 +189,11 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
     }
     pq_linear view = pq_qtensor_linear(q);
     view.bias = src->bias;
-    double rel = pq_gptq_rel_error(g->w, &view, g->row), out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
+    double rel = pq_gptq_rel_error(g->w, &view, g->row), out;
+    if (g->dev)
+        PQ_TRY(pq_gptq_cuda_output_error(g->dev, &out));
+    else
+        out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
     g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
                                "damp", h->damp, "dead_columns", h->n_dead);
     PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");

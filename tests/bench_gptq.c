@@ -3,8 +3,7 @@
 // layers) through the calibration driver with 16 windows x 512 random token
 // ids: time split into the calibration forward passes, the X^T X
 // accumulation and the GPTQ solve (factorization, column loop, output
-// error; with --device cuda the factorization and column loop run on the
-// GPU, quant/gptq_cuda.h, the output error on the CPU), and the measured peak RSS against the driver's printed estimate.
+// error; with --device cuda all three run on the GPU, quant/gptq_cuda.h), and the measured peak RSS against the driver's printed estimate.
 //
 // The random model's 2.2 GB live in anonymous memory, resident before the
 // run starts: the estimate counts them in "resident at the start" (what a
@@ -62,7 +61,12 @@ static pq_status bm_group(void *ud, int layer, int g, pq_layer *L, const pq_act_
         double t1 = pq_now();
         b->t_solve += t1 - t0;
         pq_linear view = pq_qtensor_linear(q);
-        b->err_sum += pq_act_stats_output_error(st, b->w, &view, b->ews, b->pool);
+        double e;
+        if (b->dev)
+            PQ_TRY(pq_gptq_cuda_output_error(b->dev, &e));
+        else
+            e = pq_act_stats_output_error(st, b->w, &view, b->ews, b->pool);
+        b->err_sum += e;
         b->n++;
         b->t_error += pq_now() - t1;
         L->lin[s] = view;

@@ -6,9 +6,11 @@
 // and 8 bits, the mse observer, F16 / BF16 / F32 scales). Also: the factor
 // U against the CPU's, the dampening raised alike on an indefinite H, the
 // CPU's errors for a hopeless or non-finite H and for a scale that
-// overflows. Skips without a GPU.
+// overflows; the output error measured on the device against
+// pq_act_stats_output_error. Skips without a GPU.
 #include "tests/test.h"
 
+#include "calib/stats.h"
 #include "common/sys.h"
 #include "kernels/blas.h"
 #include "kernels/cuda_host.h"
@@ -166,6 +168,17 @@ static void check_shape(pq_gptq_cuda *g, const shape *s, pq_pool *pool) {
     double ec = recon_error(w, &qc, x, T), eg = recon_error(w, &qg, x, T);
     PQ_CHECK(fabs(eg - ec) <= 0.01 * ec && fabs(lg - lc) <= 0.01 * lc,
              "solve %s: reconstruction error sum((W-Q)X)^2 %.6g vs CPU %.6g, loss %.6g vs %.6g", what, eg, ec, lg, lc);
+    // the output error of the GPU's codes measured on the device and by the
+    // CPU's pq_act_stats_output_error: both f32 GEMMs with H (products of
+    // cols f32 terms, ~1e-6 relative in another summation order) summed in double
+    pq_act_stats as = {.cols = cols, .want = PQ_STAT_XTX, .n = T, .xtx = h};
+    void *ews = pq_alloc(pq_act_stats_error_bytes(rows, cols, pq_pool_size(pool)));
+    double og = -1, oc = pq_act_stats_output_error(&as, w, &Lg, ews, pool);
+    st = pq_gptq_cuda_output_error(g, &og);
+    pq_status again = pq_gptq_cuda_output_error(g, &og);
+    PQ_CHECK(st == PQ_OK && fabs(og - oc) <= 1e-4 * oc && oc > 0 && again == PQ_ERR_ARG,
+             "output error %s on the GPU %.9g vs the CPU's %.9g; a second call without a solve is refused", what, og, oc);
+    pq_free(ews);
 done:
     pq_qtensor_free(&qc);
     pq_qtensor_free(&qg);
