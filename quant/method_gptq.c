@@ -81,8 +81,8 @@ static void free_state(void *state) {
 
 // The workspaces: the Hessian and solve workspaces of the largest group and
 // linear, the output-error workspace (on the GPU: the host part of the
-// prepare, and the device context that solves and measures), the widened weight; the estimate also counts
-// one block's quantized tensors.
+// prepare, and the device context that solves and measures), the widened
+// weight; the estimate also counts one block's quantized tensors.
 static pq_status create(const pq_method *self, const pq_method_ctx *c, void **state) {
     const pq_config *cfg = &c->m->cfg;
     const pq_gptq_args *a = &c->q->gptq;
