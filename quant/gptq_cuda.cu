@@ -415,9 +415,9 @@ extern "C" pq_status pq_gptq_cuda_prepare(pq_gptq_cuda *g, const float *h, int c
                                           const char *name, void *ws, pq_gptq_hessian *out) {
     pq_gptq_hessian hs;
     double mean;
-    PQ_TRY(pq_gptq_order(h, cols, p, name, ws, &hs, &mean));
-    g->cols = 0; // no factor until this one is done, no solve with it yet
+    g->cols = 0; // no factor until this one is done (a failed prepare leaves none), no solve with it yet
     g->solved_rows = 0;
+    PQ_TRY(pq_gptq_order(h, cols, p, name, ws, &hs, &mean));
     const size_t n = (size_t)cols, nn = n * n;
     int lwork = 0;
     size_t tr_dev = 0, tr_host = 0;

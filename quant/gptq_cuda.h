@@ -66,7 +66,7 @@ size_t pq_gptq_cuda_hessian_bytes(int cols);
 // u, which is NULL: the factor stays in g, for the pq_gptq_cuda_solve calls
 // that follow with this out. Errors as pq_gptq_prepare (a non-finite h,
 // not positive definite even at PQ_GPTQ_DAMP_MAX: PQ_ERR_NUMERIC naming
-// `name`), PQ_ERR_CUDA naming the call.
+// `name`), PQ_ERR_CUDA naming the call; after an error g holds no factor.
 pq_status pq_gptq_cuda_prepare(pq_gptq_cuda *g, const float *h, int cols, const pq_gptq_params *p,
                                const char *name, void *ws, pq_gptq_hessian *out);
 

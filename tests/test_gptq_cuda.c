@@ -240,8 +240,10 @@ static void check_failures(pq_pool *pool) {
     PQ_CHECK(sg == PQ_ERR_NUMERIC && strstr(pq_last_error(), "model.layers.3 q/k/v input: the Hessian is not positive "
                                                              "definite even with dampening 100"),
              "a hopeless Hessian is PQ_ERR_NUMERIC naming the layer: %s", pq_last_error());
-    h[7 * cols + 7] = NAN;
+    h[7 * cols + 7] = 1.0f; // a good factor again, then a NaN: it must not survive the failed prepare
     sg = pq_gptq_cuda_prepare(g, h, cols, &p, "model.layers.3 q/k/v input", ws, &hg);
+    h[7 * cols + 7] = NAN;
+    if (sg == PQ_OK) sg = pq_gptq_cuda_prepare(g, h, cols, &p, "model.layers.3 q/k/v input", ws, &hg);
     PQ_CHECK(sg == PQ_ERR_NUMERIC && strstr(pq_last_error(), "Hessian element [7, 7] is NaN"),
              "a NaN in the Hessian is refused by position: %s", pq_last_error());
     sg = pq_gptq_cuda_read_factor(g, (double *)hws);
