@@ -15,7 +15,7 @@ ONLY=${2:-}
 SHARED=${PQ_SHARED:-../shared}
 M=$SHARED/fixtures/stories260K
 CALIB=$SHARED/data/c4_validation_2k.txt
-C="--calib $CALIB --nsamples 8 --seqlen 128"
+C="--calib $CALIB --nsamples 8 --seqlen 128 --device cpu" # the listing is the CPU's (a GPU run differs by rounding)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/pq-matrix.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
 
