@@ -211,8 +211,10 @@ extern "C" pq_status pq_calib_gpu_pass(pq_calib_gpu *g, int layer, const pq_cali
 
 extern "C" pq_status pq_calib_gpu_fetch(pq_calib_gpu *g, const uint16_t *d_x, int T, int cols, const float **x) {
     const size_t n = (size_t)T * cols;
-    if (!g->h16) {
+    if (!g->h16 || !g->h32) { // both again after a failed half
         const size_t staged = pq_calib_gpu_host_bytes(&g->c, g->len) / (sizeof(uint16_t) + sizeof(float));
+        free(g->h16);
+        free(g->h32);
         g->h16 = (uint16_t *)malloc(staged * sizeof(uint16_t));
         g->h32 = (float *)malloc(staged * sizeof(float));
         PQ_FAIL_IF(!g->h16 || !g->h32, PQ_ERR_NOMEM, "out of memory for the GPU calibration's staging buffers");
