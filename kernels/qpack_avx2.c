@@ -89,6 +89,7 @@ PQ_INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T,
 // or nper = L / (words per group) groups spread over the lanes by idx.
 typedef struct {
     int wpg, nper;       // words per group (0: per channel), groups per block
+    int bpg;             // blocks per group (wpg >= L), else 0
     __m256i idx, lanes;  // lane j -> group j / wpg; lane mask of the first nper lanes
 } groups;
 
@@ -96,6 +97,7 @@ static groups block_groups(const pq_qpack *w) {
     groups g;
     g.wpg = w->group >= w->cols ? 0 : w->group / pq_qpack_per_word(w->bits);
     g.nper = g.wpg && g.wpg < L ? L / g.wpg : 1;
+    g.bpg = g.wpg >= L ? g.wpg / L : 0;
     int d = g.wpg && g.wpg < L ? g.wpg : L;
     int idx[L];
     for (int j = 0; j < L; j++) idx[j] = j / d;
@@ -104,17 +106,16 @@ static groups block_groups(const pq_qpack *w) {
     return g;
 }
 
-PQ_INLINE int block_g0(const groups *g, int b) {
-    return !g->wpg ? 0 : g->nper > 1 ? b * g->nper : b * L / g->wpg;
-}
+// aligned: ONE_GROUP when a block lies in one group (nper == 1), else SPANS.
+enum { GATHERED, SPANS, ONE_GROUP };
 
-PQ_INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
-    if (g->nper == 1) return _mm256_broadcast_ss(sr + g0);
+PQ_INLINE __m256 block_scale(const groups *g, const float *sr, int g0, int aligned) {
+    if (aligned == ONE_GROUP) return _mm256_broadcast_ss(sr + g0);
     return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sr + g0, g->lanes), g->idx);
 }
 
-PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
-    if (g->nper == 1) return _mm256_set1_ps((float)zr[g0]);
+PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0, int aligned) {
+    if (aligned == ONE_GROUP) return _mm256_set1_ps((float)zr[g0]);
     uint64_t z = 0; // nper is 2, 4 or 8: fixed-size copies, inlined
     if (g->nper == 2) memcpy(&z, zr + g0, 2);
     else if (g->nper == 4) memcpy(&z, zr + g0, 4);
@@ -148,6 +149,7 @@ PQ_INLINE void gemv_rows(const pq_qpack *w, const groups *g, int r, const float 
     for (int k = 0; k < R; k++)
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) tot[k][t] = _mm256_setzero_ps();
+    int g0 = 0, inb = 0; // the first group of block b; (ONE_GROUP) blocks of g0 before b
     for (int b = 0; b < nb; b++) {
         __m256i wv[2];
         #pragma GCC unroll 2
@@ -183,10 +185,10 @@ PQ_INLINE void gemv_rows(const pq_qpack *w, const groups *g, int r, const float 
             }
         }
         if (!aligned) continue;
-        int g0 = block_g0(g, b);
         #pragma GCC unroll 2
         for (int k = 0; k < R; k++) {
-            __m256 s = block_scale(g, sr + (size_t)k * ng, g0), z = zr ? block_zero(g, zr + (size_t)k * ng, g0) : zsym;
+            __m256 s = block_scale(g, sr + (size_t)k * ng, g0, aligned);
+            __m256 z = zr ? block_zero(g, zr + (size_t)k * ng, g0, aligned) : zsym;
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++) {
                 __m256 a = C == 2 ? _mm256_add_ps(acc[k][t][0], acc[k][t][1]) : acc[k][t][0];
@@ -194,6 +196,8 @@ PQ_INLINE void gemv_rows(const pq_qpack *w, const groups *g, int r, const float 
                 tot[k][t] = _mm256_fmadd_ps(a, s, tot[k][t]);
             }
         }
+        if (aligned == SPANS) g0 += g->nper;
+        else if (g->bpg && ++inb == g->bpg) g0++, inb = 0;
     }
     #pragma GCC unroll 2
     for (int k = 0; k < R; k++) {
@@ -223,9 +227,11 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
 // One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
 PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                          int bits) {
-    int aligned = pq_qpack_gemv_aligned(w, L);
-#define BLOCKS(t) \
-    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
+    int aligned = !pq_qpack_gemv_aligned(w, L) ? GATHERED : block_groups(w).nper == 1 ? ONE_GROUP : SPANS;
+#define BLOCKS(t)                                                                                                      \
+    (aligned == ONE_GROUP ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, ONE_GROUP)                                   \
+     : aligned == SPANS   ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, SPANS)                                       \
+                          : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, GATHERED))
     PQ_GEMV_T_SWITCH(T, BLOCKS);
 #undef BLOCKS
 }
