@@ -89,6 +89,7 @@ PQ_INLINE void dot_tail(const pq_qpack *w, int r, int c0, const float *x, int T,
 // or nper = L / (words per group) groups spread over the lanes by idx.
 typedef struct {
     int wpg, nper;       // words per group (0: per channel), groups per block
+    int bpg;             // blocks per group (wpg >= L), else 0
     __m256i idx, lanes;  // lane j -> group j / wpg; lane mask of the first nper lanes
 } groups;
 
@@ -96,6 +97,7 @@ static groups block_groups(const pq_qpack *w) {
     groups g;
     g.wpg = w->group >= w->cols ? 0 : w->group / pq_qpack_per_word(w->bits);
     g.nper = g.wpg && g.wpg < L ? L / g.wpg : 1;
+    g.bpg = g.wpg >= L ? g.wpg / L : 0;
     int d = g.wpg && g.wpg < L ? g.wpg : L;
     int idx[L];
     for (int j = 0; j < L; j++) idx[j] = j / d;
@@ -104,17 +106,16 @@ static groups block_groups(const pq_qpack *w) {
     return g;
 }
 
-PQ_INLINE int block_g0(const groups *g, int b) {
-    return !g->wpg ? 0 : g->nper > 1 ? b * g->nper : b * L / g->wpg;
-}
+// aligned: ONE_GROUP when a block lies in one group (nper == 1), else SPANS.
+enum { GATHERED, SPANS, ONE_GROUP };
 
-PQ_INLINE __m256 block_scale(const groups *g, const float *sr, int g0) {
-    if (g->nper == 1) return _mm256_broadcast_ss(sr + g0);
+PQ_INLINE __m256 block_scale(const groups *g, const float *sr, int g0, int aligned) {
+    if (aligned == ONE_GROUP) return _mm256_broadcast_ss(sr + g0);
     return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sr + g0, g->lanes), g->idx);
 }
 
-PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
-    if (g->nper == 1) return _mm256_set1_ps((float)zr[g0]);
+PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0, int aligned) {
+    if (aligned == ONE_GROUP) return _mm256_set1_ps((float)zr[g0]);
     uint64_t z = 0; // nper is 2, 4 or 8: fixed-size copies, inlined
     if (g->nper == 2) memcpy(&z, zr + g0, 2);
     else if (g->nper == 4) memcpy(&z, zr + g0, 4);
@@ -123,75 +124,114 @@ PQ_INLINE __m256 block_zero(const groups *g, const uint8_t *zr, int g0) {
     return _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(zi, g->idx));
 }
 
-// Rows r0..r0+n; T, bits and aligned are constants after inlining.
+// Rows r..r+R; T, bits, aligned, R and C are constants after inlining. Each
+// prepared x vector is loaded once for the R rows, and the block sum of each
+// row runs in C chains (fields i % C): R * C independent chains per block.
+// One token, 4-bit g64, 576 x 576 from L2, one thread on Zen 2: one row at a
+// time ~14 G weights/s, two rows x two chains ~18-19 (four rows: no faster,
+// out of registers). Per 8 weights it still takes a mask, a conversion and
+// an FMA, which bound it from there.
 //   aligned: per block, acc = sum_i q_i x_i - zero * xsum, total += scale * acc
 //   else:    total += scale[gi] * q_i * x_i (gathered), minus sum_g scale_g zero_g X_g at the end
-PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
-                        int bits, int aligned) {
-    const groups g = block_groups(w);
+PQ_INLINE void gemv_rows(const pq_qpack *w, const groups *g, int r, const float *x, int T, const float *xp, float *y,
+                         int ldy, int bits, int aligned, int R, int C) {
     const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits), ng = ngroups(w);
     const int top_shift = per * bits == 32; // the top field is shifted down, not masked
     const size_t xstride = (size_t)(per + 1) * L; // floats per token per block
     const int32_t *gi = (const int32_t *)(xp + (size_t)nb * T * xstride);
     const double *X = (const double *)(gi + (size_t)nb * per * L);
     const __m256 zsym = _mm256_set1_ps((float)(1 << (bits - 1)));
-    for (int r = r0; r < r0 + n; r++) {
-        const uint32_t *wr = w->packed + (size_t)r * wpr;
-        const float *sr = w->scales + (size_t)r * ng;
-        const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
-        __m256 tot[PQ_GEMV_MAX_T];
+    const uint32_t *wr = w->packed + (size_t)r * wpr;
+    const float *sr = w->scales + (size_t)r * ng;
+    const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
+    __m256 tot[2][PQ_GEMV_MAX_T];
+    #pragma GCC unroll 2
+    for (int k = 0; k < R; k++)
         #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
-            __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * L));
-            const float *xb = xp + (size_t)b * T * xstride;
-            __m256 acc[PQ_GEMV_MAX_T];
+        for (int t = 0; t < T; t++) tot[k][t] = _mm256_setzero_ps();
+    int g0 = 0, inb = 0; // the first group of block b; (ONE_GROUP) blocks of g0 before b
+    for (int b = 0; b < nb; b++) {
+        __m256i wv[2];
+        #pragma GCC unroll 2
+        for (int k = 0; k < R; k++) {
+            const uint32_t *wb = wr + (size_t)k * wpr + (size_t)b * L;
+            _mm_prefetch((const char *)wb + PQ_PREFETCH, _MM_HINT_T0);
+            wv[k] = _mm256_loadu_si256((const __m256i *)wb);
+        }
+        const float *xb = xp + (size_t)b * T * xstride;
+        __m256 acc[2][PQ_GEMV_MAX_T][2]; // [row][token][chain] (the zeros are dead: fields 0..C-1 multiply)
+        #pragma GCC unroll 2
+        for (int k = 0; k < R; k++)
             #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(); // (dead when aligned: field 0 multiplies)
-            #pragma GCC unroll 16
-            for (int i = 0; i < per; i++) {
+            for (int t = 0; t < T; t++) acc[k][t][0] = acc[k][t][1] = _mm256_setzero_ps();
+        #pragma GCC unroll 16
+        for (int i = 0; i < per; i++) {
+            __m256i gv = _mm256_setzero_si256();
+            if (!aligned) gv = _mm256_loadu_si256((const __m256i *)(gi + ((size_t)b * per + i) * L));
+            #pragma GCC unroll 2
+            for (int k = 0; k < R; k++) {
                 __m256i q = i == per - 1 && top_shift
-                                ? _mm256_srli_epi32(wv, bits * i)
-                                : _mm256_and_si256(wv, _mm256_set1_epi32((int)(((1u << bits) - 1) << (bits * i))));
+                                ? _mm256_srli_epi32(wv[k], bits * i)
+                                : _mm256_and_si256(wv[k], _mm256_set1_epi32((int)(((1u << bits) - 1) << (bits * i))));
                 __m256 f = _mm256_cvtepi32_ps(q);
-                if (!aligned) {
-                    __m256i gv = _mm256_loadu_si256((const __m256i *)(gi + ((size_t)b * per + i) * L));
-                    f = _mm256_mul_ps(f, _mm256_i32gather_ps(sr, gv, 4));
-                }
+                if (!aligned) f = _mm256_mul_ps(f, _mm256_i32gather_ps(sr + (size_t)k * ng, gv, 4));
                 #pragma GCC unroll 4
                 for (int t = 0; t < T; t++) {
                     __m256 xv = _mm256_loadu_ps(xb + t * xstride + (size_t)i * L);
-                    if (!aligned) tot[t] = _mm256_fmadd_ps(f, xv, tot[t]);
-                    else acc[t] = i == 0 ? _mm256_mul_ps(f, xv) : _mm256_fmadd_ps(f, xv, acc[t]);
+                    if (!aligned) tot[k][t] = _mm256_fmadd_ps(f, xv, tot[k][t]);
+                    else if (i < C) acc[k][t][i] = _mm256_mul_ps(f, xv);
+                    else acc[k][t][i % C] = _mm256_fmadd_ps(f, xv, acc[k][t][i % C]);
                 }
             }
-            if (!aligned) continue;
-            int g0 = block_g0(&g, b);
-            __m256 s = block_scale(&g, sr, g0), z = zr ? block_zero(&g, zr, g0) : zsym;
+        }
+        if (!aligned) continue;
+        #pragma GCC unroll 2
+        for (int k = 0; k < R; k++) {
+            __m256 s = block_scale(g, sr + (size_t)k * ng, g0, aligned);
+            __m256 z = zr ? block_zero(g, zr + (size_t)k * ng, g0, aligned) : zsym;
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++) {
-                acc[t] = _mm256_fnmadd_ps(z, _mm256_loadu_ps(xb + t * xstride + (size_t)per * L), acc[t]);
-                tot[t] = _mm256_fmadd_ps(acc[t], s, tot[t]);
+                __m256 a = C == 2 ? _mm256_add_ps(acc[k][t][0], acc[k][t][1]) : acc[k][t][0];
+                a = _mm256_fnmadd_ps(z, _mm256_loadu_ps(xb + t * xstride + (size_t)per * L), a);
+                tot[k][t] = _mm256_fmadd_ps(a, s, tot[k][t]);
             }
         }
-        if (nb * L * per < w->cols) dot_tail(w, r, nb * L * per, x, T, tot);
+        if (aligned == SPANS) g0 += g->nper;
+        else if (g->bpg && ++inb == g->bpg) g0++, inb = 0;
+    }
+    #pragma GCC unroll 2
+    for (int k = 0; k < R; k++) {
+        if (nb * L * per < w->cols) dot_tail(w, r + k, nb * L * per, x, T, tot[k]);
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             double zx = 0; // sum_g scale_g zero_g X_g, in double: it cancels much of tot
-            for (int k = 0; !aligned && k < ng; k++)
-                zx += (double)sr[k] * (zr ? zr[k] : 1 << (bits - 1)) * X[(size_t)t * ng + k];
-            y[(size_t)t * ldy + r] = (float)(pq_hsum_ps(tot[t]) - zx);
+            for (int j = 0; !aligned && j < ng; j++)
+                zx += (double)sr[(size_t)k * ng + j] * (zr ? zr[(size_t)k * ng + j] : 1 << (bits - 1)) *
+                      X[(size_t)t * ng + j];
+            y[(size_t)t * ldy + r + k] = (float)(pq_hsum_ps(tot[k][t]) - zx);
         }
     }
+}
+
+// Rows r0..r0+n: two at a time for one token (two rows x two chains, the
+// decode case), one at a time for more (T rows' worth of chains already).
+PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
+                           int bits, int aligned) {
+    const groups g = block_groups(w);
+    int r = r0;
+    if (T == 1)
+        for (; r + 2 <= r0 + n; r += 2) gemv_rows(w, &g, r, x, T, xp, y, ldy, bits, aligned, 2, 2);
+    for (; r < r0 + n; r++) gemv_rows(w, &g, r, x, T, xp, y, ldy, bits, aligned, 1, T == 1 ? 2 : 1);
 }
 
 // One instance per (bits in {4, 8, other}, T, aligned) so the loops unroll.
 PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                          int bits) {
-    int aligned = pq_qpack_gemv_aligned(w, L);
-#define BLOCKS(t) \
-    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
+    int aligned = !pq_qpack_gemv_aligned(w, L) ? GATHERED : block_groups(w).nper == 1 ? ONE_GROUP : SPANS;
+#define BLOCKS(t)                                                                                                      \
+    (aligned == ONE_GROUP ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, ONE_GROUP)                                   \
+     : aligned == SPANS   ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, SPANS)                                       \
+                          : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, GATHERED))
     PQ_GEMV_T_SWITCH(T, BLOCKS);
 #undef BLOCKS
 }
