@@ -61,10 +61,9 @@ void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, floa
     // attention
     pq_rmsnorm_ref(x, L->attn_norm, T, H, c->rms_eps, s->xn);
     hook(hooks, layer, PQ_Q, s->xn, T, H);
-    pq_linear_forward(&L->lin[PQ_Q], s->xn, T, s->q, s->lin_ws, pool);
     float *kdst = kcache + (size_t)pos0 * kvd, *vdst = vcache + (size_t)pos0 * kvd;
-    pq_linear_forward(&L->lin[PQ_K], s->xn, T, kdst, s->lin_ws, pool);
-    pq_linear_forward(&L->lin[PQ_V], s->xn, T, vdst, s->lin_ws, pool);
+    const pq_linear *qkv[] = {&L->lin[PQ_Q], &L->lin[PQ_K], &L->lin[PQ_V]};
+    pq_linear_forward_group(qkv, (float *const[]){s->q, kdst, vdst}, 3, s->xn, T, s->lin_ws, pool);
     pq_rope_apply_ref(s->q, T, qd, c->n_heads, hd, s->rope_cos, s->rope_sin);
     pq_rope_apply_ref(kdst, T, kvd, c->n_kv_heads, hd, s->rope_cos, s->rope_sin);
     pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, pq_config_window(c, layer)};
@@ -75,8 +74,8 @@ void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, floa
     // MLP
     pq_rmsnorm_ref(x, L->mlp_norm, T, H, c->rms_eps, s->xn);
     hook(hooks, layer, PQ_GATE, s->xn, T, H);
-    pq_linear_forward(&L->lin[PQ_GATE], s->xn, T, s->gate, s->lin_ws, pool);
-    pq_linear_forward(&L->lin[PQ_UP], s->xn, T, s->up, s->lin_ws, pool);
+    const pq_linear *gate_up[] = {&L->lin[PQ_GATE], &L->lin[PQ_UP]};
+    pq_linear_forward_group(gate_up, (float *const[]){s->gate, s->up}, 2, s->xn, T, s->lin_ws, pool);
     pq_swiglu_ref(s->gate, s->up, (size_t)T * c->intermediate);
     hook(hooks, layer, PQ_DOWN, s->gate, T, c->intermediate);
     pq_linear_forward(&L->lin[PQ_DOWN], s->gate, T, s->out, s->lin_ws, pool);

@@ -74,13 +74,19 @@ static size_t w8a8_thread_bytes(const pq_linear *W) {
                                        : (size_t)PANEL_ROWS * W->cols * sizeof(float);
 }
 
+// The prepared activations of one QPACK linear, rounded to a cache line so
+// that a group's (pq_linear_forward_group) lie side by side.
+static size_t xp_bytes(const pq_linear *W) {
+    return (pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) + 63) / 64 * 64;
+}
+
 // The GEMV path uses the start of the workspace for the prepared activations
 // (shared by all threads), the GEMM path one panel per thread: never both.
 // W8A8 linears need both: the quantized activations first, then the panels.
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
     if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
     size_t panels = needs_panel_buffer(W) ? (size_t)nthreads * PANEL_ROWS * W->cols * sizeof(float) : 0;
-    size_t xp = W->fmt == PQ_W_QPACK ? pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) : 0;
+    size_t xp = W->fmt == PQ_W_QPACK ? PQ_LINEAR_GROUP_MAX * xp_bytes(W) : 0;
     return panels > xp ? panels : xp;
 }
 
@@ -232,6 +238,44 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
         j.chunk = panel_rows(W->rows);
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemm_panel, &j);
     }
+}
+
+// The tasks of a group: each member's GEMV tasks as pq_linear_forward cuts
+// them (so every output is computed by the same kernel call), one after another.
+typedef struct {
+    job member[PQ_LINEAR_GROUP_MAX];
+    int first[PQ_LINEAR_GROUP_MAX + 1]; // task index where each member starts
+    int n;
+} group_job;
+
+static void group_chunk(void *ctx, int p, int tid) {
+    group_job *g = ctx;
+    int i = 0;
+    while (p >= g->first[i + 1]) i++;
+    gemv_chunk(&g->member[i], p - g->first[i], tid);
+}
+
+void pq_linear_forward_group(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
+                             pq_pool *pool) {
+    PQ_ASSERT(n >= 1 && n <= PQ_LINEAR_GROUP_MAX);
+    int gemv = T >= 1 && T <= PQ_GEMV_MAX_T;
+    for (int i = 0; i < n; i++) gemv = gemv && W[i]->act.type == PQ_ACTQ_NONE;
+    if (!gemv) { // prefill (one panel GEMM per member fills the pool anyway) and W8A8
+        for (int i = 0; i < n; i++) pq_linear_forward(W[i], x, T, y[i], ws, pool);
+        return;
+    }
+    group_job g = {.n = n};
+    char *xp = ws;
+    for (int i = 0; i < n; i++) {
+        job *j = &g.member[i];
+        *j = (job){W[i], x, T, y[i], (float *)xp, gemv_rows(W[i]->rows, pq_pool_size(pool))};
+        if (W[i]->fmt == PQ_W_QPACK) {
+            pq_qpack_gemv_prepare_cpu(&W[i]->q, x, T, j->ws);
+            xp += xp_bytes(W[i]);
+        }
+        g.first[i + 1] = g.first[i] + (W[i]->rows + j->chunk - 1) / j->chunk;
+    }
+    pq_pool_for(pool, g.first[n], group_chunk, &g);
 }
 
 void pq_linear_forward_ref(const pq_linear *W, const float *x, int T, float *y) {

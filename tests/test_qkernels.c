@@ -528,6 +528,58 @@ static void check_linear(const char *kind, int rows, int cols, int with_bias) {
     pq_free(data); pq_free(scales); pq_free(bias);
 }
 
+// pq_linear_forward_group: each member's output equal bit for bit to
+// pq_linear_forward's (same kernels, same row split), mixed formats, rows
+// not multiples of the task size, one and two threads, GEMV and GEMM sizes.
+static void check_linear_group(const char *const *kinds, const int *rows, int n, int cols) {
+    static const int Ts[] = {1, 4, 37};
+    qweight qw[PQ_LINEAR_GROUP_MAX];
+    memset(qw, 0, sizeof qw);
+    pq_linear L[PQ_LINEAR_GROUP_MAX];
+    const pq_linear *W[PQ_LINEAR_GROUP_MAX];
+    void *data[PQ_LINEAR_GROUP_MAX];
+    float *scales[PQ_LINEAR_GROUP_MAX], *bias = pq_alloc((size_t)rows[0] * 4);
+    pq_test_fill(bias, rows[0], 1.0f);
+    for (int i = 0; i < n; i++) {
+        L[i] = make_linear(kinds[i], rows[i], cols, &qw[i], &data[i], &scales[i]);
+        W[i] = &L[i];
+    }
+    L[0].bias = bias;
+    for (int nt = 1; nt <= 2; nt++) {
+        pq_pool *pool;
+        pq_pool_create(nt, &pool);
+        size_t wsb = 0;
+        for (int i = 0; i < n; i++) wsb = pq_linear_workspace_bytes(&L[i], nt) > wsb ? pq_linear_workspace_bytes(&L[i], nt) : wsb;
+        void *ws = pq_alloc(wsb);
+        for (int k = 0; k < 3; k++) {
+            int T = Ts[k], same = 1;
+            float *x = pq_alloc((size_t)T * cols * 4), *y0[PQ_LINEAR_GROUP_MAX], *y1[PQ_LINEAR_GROUP_MAX];
+            pq_test_fill(x, (size_t)T * cols, 1.0f);
+            for (int i = 0; i < n; i++) {
+                y0[i] = pq_alloc((size_t)T * rows[i] * 4);
+                y1[i] = pq_alloc((size_t)T * rows[i] * 4);
+                pq_test_poison(y1[i], (size_t)T * rows[i]);
+                pq_linear_forward(&L[i], x, T, y0[i], ws, pool);
+            }
+            pq_linear_forward_group(W, y1, n, x, T, ws, pool);
+            for (int i = 0; i < n; i++) {
+                same = same && !memcmp(y0[i], y1[i], (size_t)T * rows[i] * 4);
+                pq_free(y0[i]); pq_free(y1[i]);
+            }
+            PQ_CHECK(same, "linear group %s,%s%s%s x %d T=%d threads=%d equals pq_linear_forward of each, bit for bit",
+                     kinds[0], kinds[1], n > 2 ? "," : "", n > 2 ? kinds[2] : "", cols, T, nt);
+            pq_free(x);
+        }
+        pq_free(ws);
+        pq_pool_free(pool);
+    }
+    for (int i = 0; i < n; i++) {
+        if (L[i].fmt == PQ_W_QPACK) free_qpack(&qw[i]);
+        pq_free(data[i]); pq_free(scales[i]);
+    }
+    pq_free(bias);
+}
+
 // The dispatch checks again in a child process with PQ_ISA=isa.
 static void rerun_with_isa(const char *isa) {
     fflush(stdout);
@@ -579,6 +631,9 @@ int main(void) {
     }
     check_linear("q4g128", 64, 512, 1);
     check_linear("q4g32a", 100, 100, 0);
+    check_linear_group((const char *[]){"q4g64", "q4g64", "q4g64"}, (const int[]){576, 192, 192}, 3, 576);
+    check_linear_group((const char *[]){"q4g32a", "q8g0", "q3g64ax"}, (const int[]){300, 37, 517}, 3, 257);
+    check_linear_group((const char *[]){"int8", "q4g128"}, (const int[]){172, 300}, 2, 172);
 
     if (!forced) {
         rerun_with_isa("scalar");
