@@ -90,138 +90,83 @@ done:
     return s;
 }
 
-// ---- GPTQ ---------------------------------------------------------------------------------
+// ---- GPTQ: pq_gptq_run on the blocks' grids ---------------------------------------
 
-static int nchunks(int rows) { return (rows + PQ_GPTQ_ROWS - 1) / PQ_GPTQ_ROWS; }
+// Per thread: the grids of a chunk's PQ_GPTQ_ROWS rows, at most cols / 32
+// blocks per row whatever the type (F16 keeps none).
+static size_t thread_bytes(int cols) {
+    return ALIGN((size_t)PQ_GPTQ_ROWS * (cols / PQ_QK > 0 ? cols / PQ_QK : 1) * sizeof(pq_ggml_grid));
+}
 
-// Columns per lazy batch: whole blocks when the grids are chosen on the way.
-static int batch_len(const pq_gptq_params *p, int cols, int B) {
-    int b = p->block_size;
-    if (!p->static_groups) b = b >= B ? b / B * B : B;
+// The most columns a batch has, whatever the type: block_size rounded to
+// whole blocks is at most block_size or one block (<= PQ_QK_K).
+static int most_batch(const pq_gptq_params *p, int cols) {
+    int b = p->block_size > PQ_QK_K ? p->block_size : PQ_QK_K;
     return b < cols ? b : cols;
 }
 
-// Per thread: a float row [cols] and the grids of a chunk (static: every
-// block of PQ_GPTQ_ROWS rows, at most cols / 32 per row; on the way: one).
-// The sizes serve every type a matrix of cols columns can have (F16 keeps
-// no grids).
-static size_t thread_bytes(int cols, int static_grids) {
-    size_t nb = cols / PQ_QK > 0 ? (size_t)(cols / PQ_QK) : 1;
-    return ALIGN((size_t)cols * sizeof(float)) + ALIGN((static_grids ? PQ_GPTQ_ROWS * nb : 1) * sizeof(pq_ggml_grid));
-}
-
 size_t pq_ggml_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p, int nthreads) {
-    size_t r = (size_t)rows, c = (size_t)cols, nc = (size_t)nchunks(rows);
-    return ALIGN(r * c * sizeof(double)) + ALIGN(r * (size_t)batch_len(p, cols, PQ_QK_K) * sizeof(double)) +
-           ALIGN(nc * sizeof(double)) + (size_t)(nthreads > 0 ? nthreads : 1) * thread_bytes(cols, p->static_groups);
+    return pq_gptq_run_bytes(rows, cols, most_batch(p, cols)) +
+           (size_t)(nthreads > 0 ? nthreads : 1) * thread_bytes(cols);
 }
 
 typedef struct {
-    const float *w, *imatrix;
-    const pq_gptq_hessian *h;
-    const pq_gptq_params *p;
+    const float *imatrix;
     pq_qtensor *q;
-    int rows, cols, blen, B, nb;
-    size_t rb;
-    double *W, *E, *loss;
-    char *tws;             // per-thread workspaces
-    size_t tbytes;
-} gjob;
+    int B, nb;
+    size_t rb, bb, tbytes; // bytes of a row, a block, a thread's grids
+    char *tws;
+} ggml_job;
 
-static uint8_t *blk_at(const gjob *j, int r, int b) {
-    return j->q->blocks + (size_t)r * j->rb + (size_t)b * (j->q->ggml == PQ_GGML_F16 ? 2 : pq_ggml_type_get((uint32_t)j->q->ggml)->bytes);
+static uint8_t *blk_at(const ggml_job *j, int r, int b) { return j->q->blocks + (size_t)r * j->rb + (size_t)b * j->bb; }
+
+static pq_ggml_grid *grid_at(const ggml_job *j, int tid, int r, int b) {
+    return (pq_ggml_grid *)(j->tws + (size_t)tid * j->tbytes) + (size_t)(r % PQ_GPTQ_ROWS) * j->nb + b;
 }
 
-// Quantizes weight x at natural column c of row r on grid g; returns its value.
-static float quantize_one(const gjob *j, const pq_ggml_grid *g, int r, int c, float x) {
-    if (j->q->ggml == PQ_GGML_F16) {
-        uint16_t h = pq_f32_to_fp16(x);
-        memcpy(j->q->blocks + (size_t)r * j->rb + 2 * (size_t)c, &h, 2);
-        return pq_fp16_to_f32(h);
-    }
-    int pos = c % j->B, code = pq_ggml_grid_code(g, pos, x);
-    pq_ggml_block_set_code((pq_ggml_type)j->q->ggml, blk_at(j, r, c / j->B), pos, code);
-    return pq_ggml_grid_value(g, pos, code);
-}
-
-static void grid_of(const gjob *j, int r, int b, const float *x, pq_ggml_grid *g) {
-    if (j->q->ggml == PQ_GGML_F16) return;
+static int ggml_choose(void *ctx, int tid, int r, int b, const float *x, int n) {
+    const ggml_job *j = ctx;
     const float *wts = j->imatrix ? j->imatrix + (size_t)b * j->B : NULL;
-    pq_ggml_grid_make((pq_ggml_type)j->q->ggml, x, wts, blk_at(j, r, b), g);
+    pq_ggml_grid_make((pq_ggml_type)j->q->ggml, x, wts, blk_at(j, r, b), grid_at(j, tid, r, b));
+    return 1;
 }
 
-static void gptq_chunk(void *ctx, int ci, int tid) {
-    gjob *j = ctx;
-    const int *perm = j->h->perm, cols = j->cols;
-    const double *U = j->h->u;
-    int r0 = ci * PQ_GPTQ_ROWS, r1 = r0 + PQ_GPTQ_ROWS < j->rows ? r0 + PQ_GPTQ_ROWS : j->rows;
-    char *t = j->tws + (size_t)tid * j->tbytes;
-    float *f = (float *)t;
-    pq_ggml_grid *grids = (pq_ggml_grid *)(t + ALIGN((size_t)cols * sizeof(float)));
-    int stat = j->p->static_groups, f16 = j->q->ggml == PQ_GGML_F16;
-    double loss = 0;
-    for (int r = r0; r < r1; r++) {
-        const float *wr = j->w + (size_t)r * cols;
-        double *Wr = j->W + (size_t)r * cols;
-        for (int i = 0; i < cols; i++) Wr[i] = j->h->dead[perm[i]] ? 0.0 : wr[perm[i]];
-        if (!stat || f16) continue;
-        for (int c = 0; c < cols; c++) f[c] = j->h->dead[c] ? 0.0f : wr[c];
-        for (int b = 0; b < j->nb; b++) grid_of(j, r, b, f + (size_t)b * j->B, &grids[(size_t)(r - r0) * j->nb + b]);
-    }
-    for (int i1 = 0; i1 < cols; i1 += j->blen) {
-        int i2 = i1 + j->blen < cols ? i1 + j->blen : cols;
-        for (int r = r0; r < r1; r++) {
-            double *Wr = j->W + (size_t)r * cols, *Er = j->E + (size_t)r * j->blen;
-            float *y = j->q->dense + (size_t)r * cols;
-            const pq_ggml_grid *g = grids;
-            for (int i = i1; i < i2; i++) {
-                int c = perm[i];
-                if (f16) {
-                    // no grid: each weight rounded to FP16
-                } else if (stat) {
-                    g = &grids[(size_t)(r - r0) * j->nb + c / j->B];
-                } else if (i % j->B == 0) { // a block starts: its grid from the weights as updated so far
-                    for (int k = 0; k < j->B; k++) f[k] = (float)Wr[i + k];
-                    grid_of(j, r, i / j->B, f, grids);
-                }
-                float v = quantize_one(j, g, r, c, (float)Wr[i]);
-                y[c] = v;
-                const double *Ui = U + (size_t)i * cols;
-                double err = (Wr[i] - (double)v) / Ui[i];
-                loss += err * err;
-                Er[i - i1] = err;
-                for (int k = i + 1; k < i2; k++) Wr[k] -= err * Ui[k];
-            }
+static void ggml_quantize(void *ctx, int tid, int r0, int n, int b, int c, const float *x, float *v) {
+    const ggml_job *j = ctx;
+    for (int m = 0, pos = c % j->B; m < n; m++) {
+        uint8_t *blk = blk_at(j, r0 + m, b);
+        if (j->q->ggml == PQ_GGML_F16) { // no grid: the weight rounded to FP16
+            uint16_t h = pq_f32_to_fp16(x[m]);
+            memcpy(blk, &h, 2);
+            v[m] = pq_fp16_to_f32(h);
+        } else {
+            const pq_ggml_grid *g = grid_at(j, tid, r0 + m, b);
+            int code = pq_ggml_grid_code(g, pos, x[m]);
+            pq_ggml_block_set_code((pq_ggml_type)j->q->ggml, blk, pos, code);
+            v[m] = pq_ggml_grid_value(g, pos, code);
         }
-        pq_dgemm_nn(r1 - r0, cols - i2, i2 - i1, -1.0, j->E + (size_t)r0 * j->blen, j->blen, U + (size_t)i1 * cols + i2,
-                    cols, 1.0, j->W + (size_t)r0 * cols + i2, cols);
+        j->q->dense[(size_t)(r0 + m) * j->q->cols + c] = v[m];
     }
-    j->loss[ci] = loss;
 }
 
 pq_status pq_ggml_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
                              const float *imatrix, const char *name, void *ws, pq_pool *pool, pq_qtensor *q,
                              double *loss) {
-    int cols = h->cols, nc = nchunks(rows), B = pq_ggml_grid_block(q->ggml);
+    int cols = h->cols, B = pq_ggml_grid_block(q->ggml);
     PQ_FAIL_IF(!q->is_ggml || q->rows != rows || q->cols != cols || cols % B, PQ_ERR_ARG,
                "%s: the output tensor is not a GGUF matrix of this shape", name);
     PQ_FAIL_IF(p->act_order && !p->static_groups, PQ_ERR_ARG,
                "%s: act-order onto GGUF blocks needs static grids (a block holds consecutive columns)", name);
     PQ_FAIL_IF(p->block_size < 1, PQ_ERR_ARG, "%s: block size %d", name, p->block_size);
     size_t r = (size_t)rows, c = (size_t)cols;
-    char *b = ws;
-    gjob j = {.w = w, .imatrix = imatrix, .h = h, .p = p, .q = q, .rows = rows, .cols = cols, .B = B, .nb = cols / B,
-              .rb = pq_qtensor_row_bytes(q), .blen = batch_len(p, cols, B)};
-    j.W = (double *)b;
-    j.E = (double *)(b += ALIGN(r * c * sizeof(double)));
-    j.loss = (double *)(b += ALIGN(r * (size_t)batch_len(p, cols, PQ_QK_K) * sizeof(double)));
-    j.tws = b + ALIGN((size_t)nc * sizeof(double));
-    j.tbytes = thread_bytes(cols, p->static_groups);
+    ggml_job j = {.imatrix = imatrix, .q = q, .B = B, .nb = cols / B, .rb = pq_qtensor_row_bytes(q),
+                  .bb = (size_t)pq_ggml_type_get((uint32_t)q->ggml)->bytes, .tbytes = thread_bytes(cols),
+                  .tws = (char *)ws + pq_gptq_run_bytes(rows, cols, most_batch(p, cols))};
+    pq_gptq_grid g = {.group = B, .on_the_fly = !p->static_groups,
+                      .choose = q->ggml == PQ_GGML_F16 ? NULL : ggml_choose, .quantize = ggml_quantize, .ctx = &j};
     memset(q->blocks, 0, r * j.rb);
-    pq_pool_for(pool, nc, gptq_chunk, &j);
-    double total = 0;
-    for (int i = 0; i < nc; i++) total += j.loss[i];
-    if (loss) *loss = total;
+    // a row of one block whose grid is chosen on the way is one batch; ggml_choose never fails
+    pq_gptq_run(w, rows, h, g.on_the_fly && B == cols ? cols : p->block_size, &g, ws, pool, loss);
     for (size_t i = 0; i < r * c; i++)
         PQ_FAIL_IF(!isfinite(q->dense[i]), PQ_ERR_NUMERIC, "%s: row %zu: a value is not finite in its GGUF type", name,
                    i / c);

@@ -2,8 +2,8 @@
 // formats/scheme.h): a weight matrix into a ggml matrix (formats/qtensor.h:
 // blocks of its type, and the exact values they dequantize to) by
 //   RTN    ggml's own round to nearest, block by block (kernels/ggml_quant.h);
-//   GPTQ   quant/gptq.h's algorithm with the codes chosen on ggml grids:
-//          each block's grid (its scales and mins: for Q4_K the 6-bit
+//   GPTQ   quant/gptq.h's column loop (pq_gptq_run) with ggml's blocks as
+//          its grids: each block's grid (its scales and mins: for Q4_K the 6-bit
 //          sub-block scales and mins under the FP16 super-block scales) is
 //          chosen first by the type's own search, exactly as llama.cpp's
 //          RTN chooses it, over the block's weights as GPTQ has updated

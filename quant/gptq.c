@@ -126,11 +126,12 @@ pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, con
     return PQ_OK;
 }
 
-// ---- the solve ------------------------------------------------------------
+// ---- the column loop, on any grid -------------------------------------------
 
-int pq_gptq_batch_len(const pq_gptq_params *p, int cols) {
-    int b = p->block_size;
-    if (grouped(p, cols) && !p->static_groups) b = b >= p->group ? b / p->group * p->group : p->group;
+// Columns per lazy batch: block_size, rounded to whole grids chosen on the fly.
+static int batch_len(int block_size, int cols, const pq_gptq_grid *g) {
+    int b = block_size, G = g->group;
+    if (g->choose && g->on_the_fly && G < cols) b = b >= G ? b / G * G : G;
     return b < cols ? b : cols;
 }
 
@@ -146,122 +147,148 @@ pq_status pq_gptq_check_output(const pq_qtensor *q, int rows, int cols, const pq
     return PQ_OK;
 }
 
-size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p) {
+size_t pq_gptq_run_bytes(int rows, int cols, int batch) {
     size_t r = (size_t)rows, c = (size_t)cols, nc = (size_t)nchunks(rows);
-    return ALIGN(r * c * sizeof(double)) + ALIGN(r * pq_gptq_batch_len(p, cols) * sizeof(double)) +
-           ALIGN(nc * c * sizeof(float)) + ALIGN(nc * sizeof(double)) + ALIGN(nc * sizeof(int));
+    return ALIGN(r * c * sizeof(double)) + ALIGN(r * (size_t)batch * sizeof(double)) + ALIGN(nc * c * sizeof(float)) +
+           ALIGN(nc * sizeof(double)) + ALIGN(nc * sizeof(int));
 }
 
 typedef struct {
     const float *w;
     const pq_gptq_hessian *h;
-    const pq_gptq_params *p;
-    pq_qtensor *q;
-    int rows, cols, blen, ng, group; // group: columns per group (cols when per channel)
-    double *W, *E, *loss;            // W [rows][cols] permuted; E [rows][blen]
-    float *fbuf;                     // [chunks][cols]
-    int *bad;                        // [chunks] 1 + the row whose scale overflowed, or 0
-} solve_job;
+    const pq_gptq_grid *g;
+    int rows, cols, blen;
+    double *W, *E, *loss; // W [rows][cols] permuted; E [rows][blen]
+    float *fbuf;          // [chunks][cols] what choose reads
+    int *bad;             // [chunks] 1 + the row whose grid could not be chosen, or 0
+} run_job;
 
-// Chooses and stores the scale and zero of group g of row r from n weights.
-static int set_params(solve_job *j, int r, int g, const float *w, int n, float *sc, float *z) {
-    if (!pq_rtn_group_params(w, n, j->p->bits, j->p->sym, j->p->observer, j->q->scale_dtype, sc, z)) return 0;
-    j->q->scales[(size_t)r * j->ng + g] = *sc;
-    if (j->q->zeros) j->q->zeros[(size_t)r * j->ng + g] = (uint8_t)((int)*z + (1 << (j->p->bits - 1)));
-    return 1;
-}
-
-static void get_params(const solve_job *j, int r, int g, float *sc, float *z) {
-    *sc = j->q->scales[(size_t)r * j->ng + g];
-    *z = j->q->zeros ? (float)(j->q->zeros[(size_t)r * j->ng + g] - (1 << (j->p->bits - 1))) : 0;
-}
-
-// static_groups: every group's scale of row r from the unmodified row (dead
-// columns zeroed), natural order; f is a [cols] buffer. 0 on overflow.
-static int static_params(solve_job *j, int r, float *f) {
-    const float *wr = j->w + (size_t)r * j->cols;
-    float sc, z;
-    for (int c = 0; c < j->cols; c++) f[c] = j->h->dead[c] ? 0.0f : wr[c];
-    for (int g = 0, c0 = 0; g < j->ng; g++, c0 += j->group)
-        if (!set_params(j, r, g, f + c0, c0 + j->group < j->cols ? j->group : j->cols - c0, &sc, &z)) return 0;
-    return 1;
-}
-
-// Rows [r0, r1): the whole algorithm, batch by batch.
-static void solve_chunk(void *ctx, int ci, int tid) {
-    solve_job *j = ctx;
-    const pq_gptq_params *p = j->p;
-    const int *perm = j->h->perm, cols = j->cols, G = j->group, bits = p->bits;
+// Rows [r0, r1): the whole algorithm, batch by batch; within a batch column
+// by column, a column's codes chosen in one call for all the rows.
+static void run_chunk(void *ctx, int ci, int tid) {
+    run_job *j = ctx;
+    const pq_gptq_grid *g = j->g;
+    const int *perm = j->h->perm, cols = j->cols, G = g->group, fly = g->choose && g->on_the_fly;
     const double *U = j->h->u;
-    int r0 = ci * PQ_GPTQ_ROWS, r1 = r0 + PQ_GPTQ_ROWS < j->rows ? r0 + PQ_GPTQ_ROWS : j->rows;
-    int on_the_fly = !p->static_groups || G == cols;
-    float *f = j->fbuf + (size_t)ci * cols;
-    double loss = 0;
+    int r0 = ci * PQ_GPTQ_ROWS, r1 = r0 + PQ_GPTQ_ROWS < j->rows ? r0 + PQ_GPTQ_ROWS : j->rows, n = r1 - r0, bad = 0;
+    float *f = j->fbuf + (size_t)ci * cols, x[PQ_GPTQ_ROWS], v[PQ_GPTQ_ROWS];
+    double *W = j->W + (size_t)r0 * cols, *E = j->E + (size_t)r0 * j->blen, loss = 0;
     for (int r = r0; r < r1; r++) {
         const float *wr = j->w + (size_t)r * cols;
-        double *Wr = j->W + (size_t)r * cols;
+        double *Wr = W + (size_t)(r - r0) * cols;
         for (int i = 0; i < cols; i++) Wr[i] = j->h->dead[perm[i]] ? 0.0 : wr[perm[i]];
-        if (!on_the_fly && !static_params(j, r, f)) {
-            j->bad[ci] = r + 1;
-            return;
-        }
+        if (!g->choose || fly) continue; // static: every grid of the row now
+        for (int c = 0; c < cols; c++) f[c] = j->h->dead[c] ? 0.0f : wr[c];
+        for (int c = 0; c < cols; c += G)
+            if (!g->choose(g->ctx, tid, r, c / G, f + c, c + G < cols ? G : cols - c)) {
+                j->bad[ci] = r + 1;
+                return;
+            }
     }
     for (int i1 = 0; i1 < cols; i1 += j->blen) {
         int i2 = i1 + j->blen < cols ? i1 + j->blen : cols;
-        for (int r = r0; r < r1; r++) {
-            double *Wr = j->W + (size_t)r * cols, *Er = j->E + (size_t)r * j->blen;
-            float sc = 0, z = 0;
-            for (int i = i1; i < i2; i++) {
-                int g = on_the_fly ? i / G : perm[i] / G;
-                if (on_the_fly && i % G == 0) {
-                    int len = i + G < cols ? G : cols - i;
-                    for (int c = 0; c < len; c++) f[c] = (float)Wr[i + c];
-                    if (!set_params(j, r, g, f, len, &sc, &z)) {
-                        j->bad[ci] = r + 1;
-                        return;
-                    }
-                } else {
-                    get_params(j, r, g, &sc, &z);
-                }
-                float code = pq_rtn_code((float)Wr[i], sc, z, bits);
-                pq_qtensor_set_code(j->q, r, perm[i], (int)code);
-                const double *Ui = U + (size_t)i * cols;
-                double err = (Wr[i] - (double)(sc * (code - z))) / Ui[i];
-                loss += err * err;
-                Er[i - i1] = err;
+        for (int i = i1; i < i2; i++) {
+            // A grid starts: chosen from the weights as updated so far. A row
+            // whose grid cannot be chosen drops out with the rows after it;
+            // the rest finish the batch and the chunk stops, naming the first
+            // row that fails (as a row-by-row loop would).
+            for (int k = 0, len = i + G < cols ? G : cols - i; fly && i % G == 0 && k < n; k++) {
+                for (int c = 0; c < len; c++) f[c] = (float)W[(size_t)k * cols + i + c];
+                if (!g->choose(g->ctx, tid, r0 + k, i / G, f, len)) bad = r0 + k + 1, n = k;
+            }
+            for (int k = 0; k < n; k++) x[k] = (float)W[(size_t)k * cols + i];
+            g->quantize(g->ctx, tid, r0, n, (fly ? i : perm[i]) / G, perm[i], x, v);
+            const double *Ui = U + (size_t)i * cols;
+            for (int k = 0; k < n; k++) {
+                double *Wr = W + (size_t)k * cols, err = (Wr[i] - (double)v[k]) / Ui[i];
+                E[(size_t)k * j->blen + i - i1] = err;
                 for (int c = i + 1; c < i2; c++) Wr[c] -= err * Ui[c];
             }
         }
+        j->bad[ci] = bad;
+        if (bad) return;
+        for (int k = 0; k < n; k++) // in the order of a row-by-row loop
+            for (int i = 0; i < i2 - i1; i++) loss += E[(size_t)k * j->blen + i] * E[(size_t)k * j->blen + i];
         // the lazy batch update of everything right of the batch
-        pq_dgemm_nn(r1 - r0, cols - i2, i2 - i1, -1.0, j->E + (size_t)r0 * j->blen, j->blen, U + (size_t)i1 * cols + i2,
-                    cols, 1.0, j->W + (size_t)r0 * cols + i2, cols);
+        pq_dgemm_nn(n, cols - i2, i2 - i1, -1.0, E, j->blen, U + (size_t)i1 * cols + i2, cols, 1.0, W + i2, cols);
     }
     j->loss[ci] = loss;
 }
 
-pq_status pq_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
-                        const char *name, void *ws, pq_pool *pool, pq_qtensor *q, double *loss) {
+int pq_gptq_run(const float *w, int rows, const pq_gptq_hessian *h, int block_size, const pq_gptq_grid *g, void *ws,
+                pq_pool *pool, double *loss) {
     int cols = h->cols, nc = nchunks(rows);
-    PQ_TRY(pq_gptq_check_output(q, rows, cols, p, name));
     size_t r = (size_t)rows, c = (size_t)cols;
     char *b = ws;
-    solve_job j = {.w = w, .h = h, .p = p, .q = q, .rows = rows, .cols = cols, .blen = pq_gptq_batch_len(p, cols),
-                   .ng = pq_qtensor_ngroups(q), .group = grouped(p, cols) ? p->group : cols};
+    run_job j = {.w = w, .h = h, .g = g, .rows = rows, .cols = cols, .blen = batch_len(block_size, cols, g)};
     j.W = (double *)b;
     j.E = (double *)(b += ALIGN(r * c * sizeof(double)));
     j.fbuf = (float *)(b += ALIGN(r * j.blen * sizeof(double)));
     j.loss = (double *)(b += ALIGN((size_t)nc * c * sizeof(float)));
     j.bad = (int *)(b += ALIGN((size_t)nc * sizeof(double)));
     memset(j.bad, 0, (size_t)nc * sizeof(int));
-    if (q->g_idx)
-        for (int i = 0; i < cols; i++) q->g_idx[h->perm[i]] = i / p->group;
-    pq_pool_for(pool, nc, solve_chunk, &j);
+    pq_pool_for(pool, nc, run_chunk, &j);
     double total = 0;
     for (int i = 0; i < nc; i++) {
-        PQ_FAIL_IF(j.bad[i], PQ_ERR_NUMERIC, "%s: row %d: a scale overflows %s", name, j.bad[i] - 1,
-                   pq_dtype_name(q->scale_dtype));
+        if (j.bad[i]) return j.bad[i] - 1;
         total += j.loss[i];
     }
     if (loss) *loss = total;
+    return -1;
+}
+
+// ---- the solve on pq's integer groups ---------------------------------------
+
+typedef struct { const pq_gptq_params *p; pq_qtensor *q; } int_grid; // the ctx of int_choose, int_quantize
+
+// Chooses and stores the scale and zero of group g of row r from x[n].
+static int int_choose(void *ctx, int tid, int r, int g, const float *x, int n) {
+    const int_grid *k = ctx;
+    float sc, z;
+    if (!pq_rtn_group_params(x, n, k->p->bits, k->p->sym, k->p->observer, k->q->scale_dtype, &sc, &z)) return 0;
+    size_t at = (size_t)r * pq_qtensor_ngroups(k->q) + g;
+    k->q->scales[at] = sc;
+    if (k->q->zeros) k->q->zeros[at] = (uint8_t)((int)z + (1 << (k->p->bits - 1)));
+    return 1;
+}
+
+static void int_quantize(void *ctx, int tid, int r0, int n, int g, int c, const float *x, float *v) {
+    const int_grid *k = ctx;
+    int bits = k->p->bits, ng = pq_qtensor_ngroups(k->q);
+    for (size_t m = 0, at = (size_t)r0 * ng + g; m < (size_t)n; m++, at += ng) {
+        float sc = k->q->scales[at], z = k->q->zeros ? (float)(k->q->zeros[at] - (1 << (bits - 1))) : 0;
+        float code = pq_rtn_code(x[m], sc, z, bits);
+        pq_qtensor_set_code(k->q, r0 + m, c, (int)code);
+        v[m] = sc * (code - z);
+    }
+}
+
+// The groups of p over cols columns as a grid; a row's single group (per
+// channel) is chosen on the fly, at column 0, before any update.
+static pq_gptq_grid int_grid_of(const pq_gptq_params *p, int cols, int_grid *k) {
+    int G = grouped(p, cols) ? p->group : cols;
+    return (pq_gptq_grid){.group = G, .on_the_fly = !p->static_groups || G == cols, .choose = int_choose,
+                          .quantize = int_quantize, .ctx = k};
+}
+
+int pq_gptq_batch_len(const pq_gptq_params *p, int cols) {
+    pq_gptq_grid g = int_grid_of(p, cols, NULL);
+    return batch_len(p->block_size, cols, &g);
+}
+
+size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p) {
+    return pq_gptq_run_bytes(rows, cols, pq_gptq_batch_len(p, cols));
+}
+
+pq_status pq_gptq_solve(const float *w, int rows, const pq_gptq_hessian *h, const pq_gptq_params *p,
+                        const char *name, void *ws, pq_pool *pool, pq_qtensor *q, double *loss) {
+    int cols = h->cols;
+    PQ_TRY(pq_gptq_check_output(q, rows, cols, p, name));
+    int_grid k = {p, q};
+    pq_gptq_grid g = int_grid_of(p, cols, &k);
+    if (q->g_idx)
+        for (int i = 0; i < cols; i++) q->g_idx[h->perm[i]] = i / p->group;
+    int bad = pq_gptq_run(w, rows, h, p->block_size, &g, ws, pool, loss);
+    PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s: row %d: a scale overflows %s", name, bad, pq_dtype_name(q->scale_dtype));
     return PQ_OK;
 }

@@ -94,6 +94,33 @@ size_t pq_gptq_order_bytes(int cols);
 pq_status pq_gptq_order(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
                         pq_gptq_hessian *out, double *mean);
 
+// The grid of GPTQ's column loop (pq_gptq_run): pq_gptq_solve's integer
+// groups or ggml's blocks (quant/ggml_grid.h). Grid g of a row covers `group`
+// columns from g * group: of the column order h->perm when chosen on the fly
+// (as its first column comes up, from the weights as updated so far), else
+// natural ones (a row's grids all first, from the unmodified row).
+typedef struct {
+    int group, on_the_fly;
+    // Chooses grid g of row r from its weights x[n] (dead columns 0); 0 if it
+    // cannot be stored. NULL: no grids.
+    int (*choose)(void *ctx, int tid, int r, int g, const float *x, int n);
+    // Quantizes x[k], the weight at natural column c of row r0 + k (k < n),
+    // on the row's grid g: stores the code, and its value in v[k].
+    void (*quantize)(void *ctx, int tid, int r0, int n, int g, int c, const float *x, float *v);
+    void *ctx;
+} pq_gptq_grid;
+
+// Workspace bytes of pq_gptq_run for lazy batches of at most `batch` columns.
+size_t pq_gptq_run_bytes(int rows, int cols, int batch);
+
+// GPTQ's column loop over w [rows][h->cols] on the grid g, with lazy batches
+// of block_size columns (rounded to whole grids chosen on the fly, at most
+// cols), rows in chunks of PQ_GPTQ_ROWS over the pool; tid is the pool
+// thread running the chunk. *loss (optional) receives sum(err^2). Returns
+// -1, or the first row whose grid could not be chosen. ws: pq_gptq_run_bytes.
+int pq_gptq_run(const float *w, int rows, const pq_gptq_hessian *h, int block_size, const pq_gptq_grid *g, void *ws,
+                pq_pool *pool, double *loss);
+
 // Workspace bytes of pq_gptq_solve (independent of the thread count).
 size_t pq_gptq_solve_bytes(int rows, int cols, const pq_gptq_params *p);
 

@@ -8,7 +8,8 @@
 //   - on correlated inputs GPTQ's output error ||X (W - W')^T||^2 is below
 //     RTN's on the same grids (Q4_K also with importance weights and static
 //     grids), and the dense values are the blocks' dequantization;
-//   - 1 and 3 threads give identical bytes.
+//   - 1 and 3 threads give identical bytes;
+//   - a batch of 288 columns (block size 300 on Q4_0) fits the workspace.
 #include "tests/test.h"
 
 #include "common/sys.h"
@@ -148,6 +149,29 @@ static void test_identity(pq_pool *pool) {
     }
 }
 
+// A lazy batch of whole 32-value blocks longer than a Q4_K super-block
+// (block size 300: 288 columns) fits pq_ggml_gptq_solve_bytes' workspace; it
+// once was sized for 256 and the batch ran past its end.
+static void test_long_batch(pq_pool *pool) {
+    int rows = 70, cols = 512;
+    pq_scheme s = scheme("gguf-q4_0", 0);
+    pq_gptq_params p = pq_gptq_default_params();
+    p.block_size = 300;
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *h = calloc((size_t)cols * cols, sizeof(float));
+    pq_test_fill(w, (size_t)rows * cols, 0.05f);
+    for (int i = 0; i < cols; i++) h[(size_t)i * cols + i] = 1;
+    pq_gptq_hessian hh;
+    pq_qtensor g, r;
+    void *hws = pq_alloc(pq_gptq_hessian_bytes(cols)), *ws = pq_alloc(pq_ggml_gptq_solve_bytes(rows, cols, &p, 2));
+    pq_status st = pq_qtensor_init(&g, &s, rows, cols, PQ_DT_F16), sr = pq_qtensor_init(&r, &s, rows, cols, PQ_DT_F16);
+    if (st == PQ_OK) st = pq_gptq_prepare(h, cols, &p, "test", hws, pool, &hh);
+    if (st == PQ_OK) st = pq_ggml_gptq_solve(w, rows, &hh, &p, NULL, "test", ws, pool, &g, NULL);
+    if (sr == PQ_OK) sr = pq_rtn_quantize(w, &s, "rtn", pool, &r, NULL);
+    PQ_CHECK(st == PQ_OK && sr == PQ_OK && memcmp(g.blocks, r.blocks, (size_t)rows * pq_qtensor_row_bytes(&r)) == 0,
+             "H = I, Q4_0, block size 300 (batches of 288 columns): GPTQ == RTN byte for byte");
+    pq_qtensor_free(&g), pq_qtensor_free(&r), pq_free(hws), pq_free(ws), free(w), free(h);
+}
+
 static void test_beats_rtn(pq_pool *pool) {
     int rows = 64, cols = 512, T = 1024;
     float *w = malloc((size_t)rows * cols * sizeof(float)), *x = correlated_inputs(T, cols);
@@ -202,6 +226,7 @@ int main(void) {
     pq_pool_create(2, &pool);
     test_rtn(pool);
     test_identity(pool);
+    test_long_batch(pool);
     test_beats_rtn(pool);
     test_threads();
     pq_pool_free(pool);
