@@ -26,8 +26,8 @@
 # own, llama.cpp's is the process's less that of a run that stops after
 # loading: a text too short to score, resp. tg1). On a shared machine the CPU
 # time is the steadier of the two; both are printed.
-# Then tools/bench_compare_llmc.sh (llm-compressor vs pq), when it exists, with
-# PQ, PQ_BENCH_F16 (the F16 checkpoint), PQ_BENCH_TEXT, PQ_CACHE in its
+# Then tools/bench_compare_llmc.sh (llm-compressor vs pq) with
+# PQ, PQ_BENCH_F16 (the F16 checkpoint), PQ_BENCH_WINDOWS, PQ_CACHE in its
 # environment; what it prints is appended to the same section.
 #
 #   make bench-compare
@@ -230,11 +230,9 @@ OUT=$RUN/report.md
     done
     steps=$(awk '$1 == "decode" && $4 == "pq" && $8 != 128 { print $8 }' "$RES" | sort -u | tr '\n' ' ')
     if [ -n "$steps" ]; then echo; echo "(pq runs that stopped early at EOS: decode steps $steps)"; fi
-    if [ -f "$ROOT/tools/bench_compare_llmc.sh" ]; then
-        echo
-        PQ=$PQ PQ_BENCH_F16=$RUN/F16 PQ_BENCH_TEXT=$TEXT PQ_CACHE=$CACHE sh "$ROOT/tools/bench_compare_llmc.sh" ||
-            echo "(tools/bench_compare_llmc.sh failed: exit $?)"
-    fi
+    echo
+    PQ=$PQ PQ_BENCH_F16=$RUN/F16 PQ_BENCH_WINDOWS=$WINDOWS PQ_CACHE=$CACHE sh "$ROOT/tools/bench_compare_llmc.sh" ||
+        echo "(tools/bench_compare_llmc.sh failed: exit $?)"
 } >"$OUT"
 cat "$OUT"
 if [ "$DOC" != "-" ]; then
