@@ -33,6 +33,7 @@
 #include "eval/model.h"
 #include "formats/qtensor.h"
 #include "formats/scheme.h"
+#include "quant/gptq.h"
 #include "quant/mixed.h"
 #include "quant/quantize.h"
 #include "quant/scales.h"
@@ -116,6 +117,27 @@ extern const pq_method PQ_METHOD_RTN, PQ_METHOD_GPTQ, PQ_METHOD_AWQ, PQ_METHOD_A
 // "model.layers.L.<slot>" into buf.
 static inline void pq_method_module(char *buf, size_t cap, int layer, pq_linear_slot slot) {
     snprintf(buf, cap, "model.layers.%d.%s", layer, pq_linear_slot_name(slot));
+}
+
+// The GPTQ parameters of a run (gptq, awq+gptq): the scheme's grid and the
+// request's --damp, --block-size, --act-order, --static-groups.
+static inline pq_gptq_params pq_method_gptq_params(const pq_method_ctx *c) {
+    const pq_gptq_args *a = &c->q->gptq;
+    return (pq_gptq_params){.bits = c->scheme->bits, .group = c->scheme->group, .sym = c->scheme->sym,
+                            .damp = a->damp, .block_size = a->block_size, .act_order = a->act_order,
+                            .static_groups = a->static_groups, .observer = c->scheme->observer};
+}
+
+// After preparing the Hessian of input `name` with dampening `damp`: when
+// it needed more (h->retries), counts it in *raised and tells the user.
+static inline void pq_method_note_damp(const pq_method_ctx *c, const char *name, double damp, const pq_gptq_hessian *h,
+                                       int *raised) {
+    if (!h->retries) return;
+    char line[512];
+    (*raised)++;
+    snprintf(line, sizeof line, "warning: %s: the Hessian is not positive definite with damp %g; raised to %g", name,
+             damp, h->damp);
+    if (c->note) c->note(c->note_ud, line);
 }
 
 #endif

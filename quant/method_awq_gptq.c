@@ -87,13 +87,10 @@ static pq_status emit(void *ud, int layer, const pq_block_scales *sc, const pq_s
 // the search's memory.
 static pq_status create(const pq_method *self, const pq_method_ctx *c, void **state) {
     const pq_config *cfg = &c->m->cfg;
-    const pq_gptq_args *a = &c->q->gptq;
     ag_state *g = calloc(1, sizeof *g);
     PQ_FAIL_IF(!g, PQ_ERR_NOMEM, "out of memory");
     g->c = *c;
-    g->gp = (pq_gptq_params){.bits = c->scheme->bits, .group = c->scheme->group, .sym = c->scheme->sym,
-                             .damp = a->damp, .block_size = a->block_size, .act_order = a->act_order,
-                             .static_groups = a->static_groups, .observer = c->scheme->observer};
+    g->gp = pq_method_gptq_params(c);
     size_t hb = 0, sb = 0, eb = 0, qb = 0, wb = 0, sw = 0;
     int widest = 0, nt = pq_pool_size(c->pool);
     for (int gi = 0; gi < PQ_NGROUPS; gi++) {
@@ -176,16 +173,11 @@ static pq_status quantize_group(ag_state *g, int layer, int gi, const pq_act_sta
                                           : st->xtx[(size_t)i * n + j];
     pq_act_stats scaled = *st;
     scaled.xtx = g->xtx;
-    char name[256], line[512];
+    char name[256];
     snprintf(name, sizeof name, "model.layers.%d %s input", layer, grp->name);
     pq_gptq_hessian h;
     PQ_TRY(pq_gptq_prepare(g->xtx, n, &g->gp, name, g->hws, g->c.pool, &h));
-    if (h.retries) {
-        g->damp_raised++;
-        snprintf(line, sizeof line, "warning: %s: the Hessian is not positive definite with damp %g; raised to %g",
-                 name, g->gp.damp, h.damp);
-        if (g->c.note) g->c.note(g->c.note_ud, line);
-    }
+    pq_method_note_damp(&g->c, name, g->gp.damp, &h, &g->damp_raised);
     for (int k = 0; k < grp->n; k++) PQ_TRY(quantize_linear(g, layer, grp->members[k], &h, &scaled));
     return PQ_OK;
 }

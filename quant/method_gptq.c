@@ -85,16 +85,13 @@ static void free_state(void *state) {
 // weight; the estimate also counts one block's quantized tensors.
 static pq_status create(const pq_method *self, const pq_method_ctx *c, void **state) {
     const pq_config *cfg = &c->m->cfg;
-    const pq_gptq_args *a = &c->q->gptq;
     pq_device dev;
     PQ_TRY(pq_device_resolve(c->q->device, &dev));
     int gpu = dev == PQ_DEVICE_CUDA && pq_scheme_ggml_type(c->scheme) < 0;
     gptq_state *g = calloc(1, sizeof *g);
     PQ_FAIL_IF(!g, PQ_ERR_NOMEM, "out of memory");
     g->c = *c;
-    g->gp = (pq_gptq_params){.bits = c->scheme->bits, .group = c->scheme->group, .sym = c->scheme->sym,
-                             .damp = a->damp, .block_size = a->block_size, .act_order = a->act_order,
-                             .static_groups = a->static_groups, .observer = c->scheme->observer};
+    g->gp = pq_method_gptq_params(c);
     size_t hb = 0, sb = 0, eb = 0, qb = 0, wb = 0;
     pq_gptq_params most = g->gp; // with a plan: the most any grouping asks for (a batch of every column)
     if (c->mix) most.block_size = 65536;
@@ -204,19 +201,14 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
 static pq_status quantize_group(void *ud, int layer, int gi, pq_layer *L, const pq_act_stats *st) {
     gptq_state *g = ud;
     const pq_input_group *grp = &PQ_INPUT_GROUPS[gi];
-    char name[256], line[512];
+    char name[256];
     snprintf(name, sizeof name, "model.layers.%d %s input", layer, grp->name);
     pq_gptq_hessian h;
     if (g->dev)
         PQ_TRY(pq_gptq_cuda_prepare(g->dev, st->xtx, st->cols, &g->gp, name, g->hws, &h));
     else
         PQ_TRY(pq_gptq_prepare(st->xtx, st->cols, &g->gp, name, g->hws, g->c.pool, &h));
-    if (h.retries) {
-        g->damp_raised++;
-        snprintf(line, sizeof line, "warning: %s: the Hessian is not positive definite with damp %g; raised to %g",
-                 name, g->gp.damp, h.damp);
-        if (g->c.note) g->c.note(g->c.note_ud, line);
-    }
+    pq_method_note_damp(&g->c, name, g->gp.damp, &h, &g->damp_raised);
     for (int k = 0; k < grp->n; k++) PQ_TRY(quantize_linear(g, layer, grp->members[k], L, &h, st));
     return PQ_OK;
 }
