@@ -35,4 +35,14 @@ same_output() {
     [ -f "$1/pq-run.json" ] && [ -f "$2/pq-run.json" ]
 }
 
+# ppl_of MODEL: pq ppl with the script's $PPL_ARGS (which hold --json) -> the PPL (empty on failure; stderr in
+# $TMP/ppl_err)
+ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
+# within A B PCT: |A/B - 1| <= PCT/100
+within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { r = a / b - 1; if (r < 0) r = -r; exit !(r <= p / 100) }'; }
+# less_than A B: 0 < A < B
+less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'; }
+# quantize FLAGS...: pq quantize of the fixture (stdout in $TMP/q_out, stderr in $TMP/q_err)
+quantize() { $PQ quantize "$FIXTURE" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
+
 finish() { [ "$failures" -eq 0 ]; exit $?; }

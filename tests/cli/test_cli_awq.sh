@@ -13,9 +13,6 @@ CAL="--calib $CALIB --nsamples 8 --seqlen 256"
 AWQ="--method awq $CAL --search-tokens 1024"
 PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows 100 --device cpu --json"
 
-ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
-less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'; }
-quantize() { $PQ quantize "$FIXTURE" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
 calibrate() { $PQ calibrate "$FIXTURE" "$@" >"$TMP/c_out" 2>"$TMP/c_err"; }
 header() { dd if="$1" bs=1 skip=8 count="$(od -An -t u8 -N 8 "$1" | tr -d ' ')" 2>/dev/null; }
 meta() { header "$1" | jq -r ".__metadata__[\"$2\"]"; }

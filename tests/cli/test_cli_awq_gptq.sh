@@ -14,8 +14,6 @@ CAL="--calib $CALIB --nsamples 8 --seqlen 128 --search-tokens 512"
 AG="--method awq+gptq $CAL --group 32"
 PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows 50 --device cpu --json"
 
-ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
-quantize() { $PQ quantize "$FIXTURE" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
 hlen() { od -An -t u8 -N 8 "$1" | tr -d ' '; }
 # tensor_sha FILE NAME: the SHA-256 of a safetensors tensor's bytes
 tensor_sha() {

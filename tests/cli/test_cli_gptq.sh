@@ -17,9 +17,6 @@ TEXT=$SHARED/data/tinystories_val_prefix.txt
 G="--method gptq --calib $CALIB --nsamples 8 --seqlen 256"
 PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows 100 --device cpu --json"
 
-ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
-less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'; }
-quantize() { $PQ quantize "$FIXTURE" "$@" >"$TMP/q_out" 2>"$TMP/q_err"; }
 
 # ---- end to end, GPTQ vs RTN -------------------------------------------------
 for bits in 4 3; do

@@ -13,13 +13,6 @@ TEXT=$SHARED/data/tinystories_val_prefix.txt
 WINDOWS=100
 PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows $WINDOWS --device cpu --json"
 
-ppl_of() { # model -> PPL (empty on failure; stderr in $TMP/ppl_err)
-    $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'
-}
-# within A B PCT: |A/B - 1| <= PCT/100
-within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { r = a / b - 1; if (r < 0) r = -r; exit !(r <= p / 100) }'; }
-no_leftovers() { [ -z "$(ls -d "$1".pq-tmp-* "$1".pq-old-* 2>/dev/null)" ]; }
-
 base=$(ppl_of "$FIXTURE")
 [ -n "$base" ] && ok "FP16 baseline: PPL $base ($WINDOWS windows)" || fail "FP16 baseline: $(cat "$TMP/ppl_err")"
 

@@ -14,8 +14,6 @@
 TEXT=$SHARED/data/tinystories_val_prefix.txt
 C4=$SHARED/data/c4_validation_2k.txt
 PPL_ARGS="--text $TEXT --protocol gptq --bos --ctx 256 --max-windows 10 --device cpu --json"
-ppl_of() { $PQ ppl "$1" $PPL_ARGS 2>"$TMP/ppl_err" | sed -n 's/.*"ppl": \([0-9.e+-]*\),.*/\1/p'; }
-within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { r = a / b - 1; if (r < 0) r = -r; exit !(r <= p / 100) }'; }
 json_get() { sed -n "s/.*\"$2\": \\([^,]*\\),*$/\\1/p" "$1" | head -n 1; }
 
 # --rotate: w8a16 of the rotated fixture scores as the unrotated w8a16 does (8-bit noise only)
