@@ -116,16 +116,15 @@ for job in $JOBS; do
     else
         lc_ppl="-"
         # per-layer rate over the layers it completed: (time reaching the last layer seen - time reaching the
-        # first) / (their index difference); the projection adds the remaining layers to what it took to start
-        status=$(awk -v nl="$NL" -v lim="$LIMIT" '$1 == "layer" { if (!n++) { i0 = $2; t0 = $3 } i1 = $2; t1 = $3 }
-            END { if (n < 2) { printf "stopped after %d s before finishing one layer", lim; exit }
-                  r = (t1 - t0) / (i1 - i0); printf "stopped after %d s at layer %d of %d: %.0f s per layer, ~%.0f s projected", lim, i1, nl, r, t0 + r * nl }' \
-            "$RUN/llmc.log")
-        # the CPU time projected at the CPU share the stopped run had
-        ratio=$(awk -v nl="$NL" -v b="$pq_wall" -v w="$lc_wall" -v c="$lc_cpu" -v d="$pq_cpu" \
+        # first) / (their index difference); the projection adds the remaining layers to what it took to start;
+        # the CPU speed-up projects the CPU time at the CPU share the stopped run had
+        stopped=$(awk -v nl="$NL" -v lim="$LIMIT" -v b="$pq_wall" -v w="$lc_wall" -v c="$lc_cpu" -v d="$pq_cpu" \
             '$1 == "layer" { if (!n++) { i0 = $2; t0 = $3 } i1 = $2; t1 = $3 }
-            END { if (n < 2) { print "- / -"; exit } p = t0 + (t1 - t0) / (i1 - i0) * nl
-                  printf "~%.0fx / ~%.0fx (projected)", p / b, p * c / w / d }' "$RUN/llmc.log")
+            END { if (n < 2) { printf "- / -|stopped after %d s before finishing one layer", lim; exit }
+                  r = (t1 - t0) / (i1 - i0); p = t0 + r * nl
+                  printf "~%.0fx / ~%.0fx (projected)|stopped after %d s at layer %d of %d: %.0f s per layer, ~%.0f s projected",
+                         p / b, p * c / w / d, lim, i1, nl, r, p }' "$RUN/llmc.log")
+        ratio=${stopped%%|*} status=${stopped#*|}
     fi
     echo "$job|$(scheme_of $job)|$pq_wall|$pq_cpu|$pq_rss|${pq_ppl:--}|$lc_wall|$lc_cpu|$lc_rss|${lc_ppl:--}|$ratio|$status" >>"$ROWS"
     rm -rf "$RUN/pq-$job" "$RUN/llmc-$job"
