@@ -29,9 +29,10 @@ int pq_qpack_gemv_aligned(const pq_qpack *w, int lanes) {
 }
 
 size_t pq_qpack_gemv_prepare_bytes(const pq_qpack *w, int T) {
-    // nb*L*P <= cols columns: x and the group indices; nb*L <= cols/P sums per token; the group sums in double
-    size_t cols = (size_t)w->cols;
-    return ((size_t)T * (cols + cols / pq_qpack_per_word(w->bits) + 2 * pq_qpack_ngroups(w->cols, w->group)) + cols) *
+    // nb*L*P <= cols columns (fixed point: 128 floats per block of 16 words, the last one perhaps short): x and
+    // the group indices; nb*L <= cols/P sums per token; the group sums in double
+    size_t cols = (size_t)w->cols, xcols = cols + 127;
+    return ((size_t)T * (xcols + cols / pq_qpack_per_word(w->bits) + 2 * pq_qpack_ngroups(w->cols, w->group)) + cols) *
            sizeof(float);
 }
 
@@ -47,24 +48,28 @@ static int fixed_exp(float m) {
     return k + (m > ldexpf(8355711.0f, k));
 }
 
-// The fixed-point layout of qpack.h.
+// The fixed-point layout of qpack.h; the words of a short last block past
+// the row's whole words are x = 0.
 static void prepare_fixed(const pq_qpack *w, const float *x, int T, float *xp) {
-    for (int b = 0; b < w->cols / 128; b++)
+    const int nw = w->cols / 8;
+    for (int b = 0; b < pq_qpack_fixed_blocks(w); b++)
         for (int t = 0; t < T; t++) {
             float *o = xp + ((size_t)b * T + t) * 128;
             int8_t *d = (int8_t *)o;
             const float *xb = x + (size_t)t * w->cols + b * 128;
             for (int j = 0; j < 16; j++) {
+                float xw[8] = {0};
+                if (16 * b + j < nw) memcpy(xw, xb + 8 * j, sizeof xw);
                 float m = 0;
                 int finite = 1;
                 for (int i = 0; i < 8; i++) {
-                    finite &= isfinite(xb[8 * j + i]);
-                    m = fmaxf(m, fabsf(xb[8 * j + i]));
+                    finite &= isfinite(xw[i]);
+                    m = fmaxf(m, fabsf(xw[i]));
                 }
                 int k = finite ? fixed_exp(m) : 0;
                 int32_t sum = 0;
                 for (int i = 0; i < 8; i++) {
-                    int32_t v = finite ? (int32_t)lrintf(xb[8 * j + i] * ldexpf(1.0f, -k)) : 0;
+                    int32_t v = finite ? (int32_t)lrintf(xw[i] * ldexpf(1.0f, -k)) : 0;
                     // v + 0x808080 is in [0, 2^24); its bytes less 128 are d2, d1, d0
                     uint32_t u = (uint32_t)(v + 0x808080) ^ 0x808080;
                     for (int l = 0; l < 3; l++) d[(2 * l + i % 2) * 64 + 4 * j + i / 2] = (int8_t)(u >> (16 - 8 * l));
@@ -78,9 +83,9 @@ static void prepare_fixed(const pq_qpack *w, const float *x, int T, float *xp) {
 
 // X of the fixed-point layout from the blocks' S and V.
 static void fixed_sums(const pq_qpack *w, int T, float *xp) {
-    int nw = w->cols / 128 * 16, ng = pq_qpack_ngroups(w->cols, w->group);
+    int nw = w->cols / 8, ng = pq_qpack_ngroups(w->cols, w->group);
     int wpg = w->group >= w->cols ? nw : w->group / 8; // words per group
-    float *X = xp + (size_t)nw / 16 * T * 128;
+    float *X = xp + (size_t)pq_qpack_fixed_blocks(w) * T * 128;
     for (int t = 0; t < T; t++) {
         int g = 0;
         for (int j = 0; j < nw; g++) {
@@ -91,7 +96,7 @@ static void fixed_sums(const pq_qpack *w, int T, float *xp) {
             }
             X[(size_t)t * ng + g] = (float)sum;
         }
-        for (; g < ng; g++) X[(size_t)t * ng + g] = 0; // groups with no column in a full block
+        for (; g < ng; g++) X[(size_t)t * ng + g] = 0; // groups with no whole word
     }
 }
 

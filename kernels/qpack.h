@@ -93,7 +93,10 @@ void pq_qpack_gemv_cpu(const pq_qpack *w, int r0, int n, const float *x, int T, 
 // aligned.
 //
 // Except for the AVX-512 integer GEMV (pq_qpack_gemv_fixed: 4-bit codes,
-// 16 lanes, aligned groups), which reads x in fixed point: word j of block b
+// 16 lanes, aligned groups), which reads x in fixed point, in blocks of 16
+// words b < pq_qpack_fixed_blocks (the last one may be short: its missing
+// words are written as x = 0, and only the codes of the last, partial word
+// of a row are read from x directly): word j of block b
 // holds columns c = 128b + 8j + i, i < 8, and each x[t][c] is rounded to
 //   x ~ 2^k * v,   v = rint(x * 2^-k) = d0 * 2^16 + d1 * 2^8 + d2,   d in [-128, 127]
 // where k is the smallest integer >= -126 with max_i |x| <= 8355711 * 2^k
@@ -105,7 +108,7 @@ void pq_qpack_gemv_cpu(const pq_qpack *w, int r0, int n, const float *x, int T, 
 //   int8  d[l][h][n]   digit l of v at column 128b + 2n + h   (l < 3, h < 2, n < 64)
 //   float S[j]         2^k of word j                          (j < 16)
 //   int32 V[j]         sum_i v of word j
-// then per token the sum of 2^k v over each group's columns in full blocks,
+// then per token the sum of 2^k v over each group's columns in whole words,
 // accumulated in double word by word, float X[t][ngroups].
 size_t pq_qpack_gemv_prepare_bytes(const pq_qpack *w, int T);
 void pq_qpack_gemv_prepare(const pq_qpack *w, const float *x, int T, int lanes, float *xp);
@@ -118,6 +121,10 @@ int pq_qpack_gemv_aligned(const pq_qpack *w, int lanes);
 
 // Whether pq_qpack_gemv_prepare with these lanes writes the fixed-point layout.
 int pq_qpack_gemv_fixed(const pq_qpack *w, int lanes);
+
+// The blocks of 16 words of the fixed-point layout: every whole word of a
+// row (cols / 8 of them) in one.
+static inline int pq_qpack_fixed_blocks(const pq_qpack *w) { return (w->cols / 8 + 15) / 16; }
 
 // ISA versions (kernels/qpack_avx2.c, qpack_avx512.c); use the _cpu entry
 // points instead. Their GEMVs read xp prepared with 8 and 16 lanes.

@@ -29,6 +29,9 @@
 #include "kernels/simd.h"
 
 #define L 16
+#ifndef FIXED_R
+#define FIXED_R 4
+#endif
 
 typedef struct {
     int wpg, nper;       // words per group (0: per channel), groups per block
@@ -53,9 +56,10 @@ static groups block_groups(const pq_qpack *w) {
 
 PQ_INLINE int block_g0(const groups *g, int b) { return g->bpg == 1 ? b * g->step : b / g->bpg; }
 
-PQ_INLINE __m512 block_scale(const groups *g, const float *sr, int g0) {
+// lanes: the groups of the block to load (g->lanes, fewer in a short last block).
+PQ_INLINE __m512 block_scale(const groups *g, const float *sr, int g0, __mmask16 lanes) {
     if (g->nper == 1) return _mm512_set1_ps(sr[g0]);
-    return _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(g->lanes, sr + g0));
+    return _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(lanes, sr + g0));
 }
 
 PQ_INLINE __m512 block_zero(const groups *g, const uint8_t *zr, int g0) {
@@ -107,7 +111,7 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
             }
             if (!aligned) continue;
             int g0 = block_g0(&g, b);
-            __m512 s = block_scale(&g, sr, g0), z = zr ? block_zero(&g, zr, g0) : zsym;
+            __m512 s = block_scale(&g, sr, g0, g.lanes), z = zr ? block_zero(&g, zr, g0) : zsym;
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++) {
                 acc[t] = _mm512_fnmadd_ps(z, _mm512_loadu_ps(xb + t * xstride + (size_t)per * L), acc[t]);
@@ -126,62 +130,131 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
     }
 }
 
-// Rows r0..r0+n against the fixed-point x; T is a constant after inlining.
-PQ_INLINE void gemv_fixed(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
-    const groups g = block_groups(w);
-    const int nb = w->cols / 128, wpr = pq_qpack_words_per_row(w->cols, 4), ng = pq_qpack_ngroups(w->cols, w->group);
+// The per-row constants of the fixed-point GEMV. A short last block (a row
+// of 64 + 128k columns: SmolLM2's 576) loads only its words and its groups'
+// scales; its missing words have x = 0.
+typedef struct {
+    groups g;
+    int nw, nb, ng, wpr;
+    __mmask16 last_words, last_lanes;
+} fixed_shape;
+
+static fixed_shape fixed_shape_of(const pq_qpack *w) {
+    fixed_shape f;
+    f.g = block_groups(w);
+    f.nw = w->cols / 8, f.nb = pq_qpack_fixed_blocks(w), f.ng = pq_qpack_ngroups(w->cols, w->group);
+    f.wpr = pq_qpack_words_per_row(w->cols, 4);
+    int last_g0 = f.nb ? block_g0(&f.g, f.nb - 1) : 0;
+    f.last_words = (__mmask16)((1u << (f.nw - 16 * (f.nb - 1))) - 1); // (1 << 16: all 16)
+    f.last_lanes = f.ng - last_g0 >= L ? f.g.lanes : f.g.lanes & (__mmask16)((1u << (f.ng - last_g0)) - 1);
+    return f;
+}
+
+// tot[k][t] += block b of row r + k against token t; T, R, spans (the block
+// holds several groups: per-lane scales) and last (the short last block:
+// masked loads) are constants after inlining.
+PQ_INLINE void fixed_block(const fixed_shape *f, const uint32_t *wr, const float *sr, const float *xp, int b, int T,
+                           __m512 tot[][PQ_GEMV_MAX_T], int R, int spans, int last) {
     const __m512i nibble = _mm512_set1_epi8(15);
-    const __m512 zsym = _mm512_set1_ps(8.0f);
-    const float *X = xp + (size_t)nb * T * 128;
-    for (int r = r0; r < r0 + n; r++) {
-        const uint32_t *wr = w->packed + (size_t)r * wpr;
-        const float *sr = w->scales + (size_t)r * ng;
-        const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
-        __m512 tot[PQ_GEMV_MAX_T];
+    const int g0 = spans ? b * f->g.step : f->g.bpg == 1 ? b * f->g.step : b / f->g.bpg;
+    __m512i lo[4], hi[4];
+    __m512 s[4];
+    #pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const uint32_t *wb = wr + (size_t)k * f->wpr + (size_t)b * L;
+        _mm_prefetch((const char *)wb + PQ_PREFETCH, _MM_HINT_T0);
+        __m512i wv = last ? _mm512_maskz_loadu_epi32(f->last_words, wb) : _mm512_loadu_si512(wb);
+        lo[k] = _mm512_and_si512(wv, nibble), hi[k] = _mm512_and_si512(_mm512_srli_epi32(wv, 4), nibble);
+        const float *sk = sr + (size_t)k * f->ng + g0;
+        s[k] = spans ? _mm512_permutexvar_ps(f->g.idx, _mm512_maskz_loadu_ps(last ? f->last_lanes : f->g.lanes, sk))
+                     : _mm512_set1_ps(*sk);
+    }
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        const float *xb = xp + ((size_t)b * T + t) * 128;
+        __m512i a[4];
         #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
-            __m512i wv = _mm512_loadu_si512(wr + (size_t)b * L);
-            __m512i lo = _mm512_and_si512(wv, nibble), hi = _mm512_and_si512(_mm512_srli_epi32(wv, 4), nibble);
-            __m512 s = block_scale(&g, sr, block_g0(&g, b));
+        for (int k = 0; k < R; k++) a[k] = _mm512_setzero_si512();
+        #pragma GCC unroll 3
+        for (int l = 0; l < 3; l++) { // digit l of x: Horner's rule
+            __m512i dlo = _mm512_loadu_si512(xb + 32 * l), dhi = _mm512_loadu_si512(xb + 32 * l + 16);
             #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) {
-                const float *xb = xp + ((size_t)b * T + t) * 128;
-                __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xb));
-                a = _mm512_dpbusd_epi32(a, hi, _mm512_loadu_si512(xb + 16));
-                a = _mm512_slli_epi32(a, 8);
-                a = _mm512_dpbusd_epi32(a, lo, _mm512_loadu_si512(xb + 32));
-                a = _mm512_dpbusd_epi32(a, hi, _mm512_loadu_si512(xb + 48));
-                a = _mm512_slli_epi32(a, 8);
-                a = _mm512_dpbusd_epi32(a, lo, _mm512_loadu_si512(xb + 64));
-                a = _mm512_dpbusd_epi32(a, hi, _mm512_loadu_si512(xb + 80));
-                tot[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(s, _mm512_loadu_ps(xb + 96)), tot[t]);
+            for (int k = 0; k < R; k++) {
+                if (l) a[k] = _mm512_slli_epi32(a[k], 8);
+                a[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a[k], lo[k], dlo), hi[k], dhi);
             }
         }
+        // (a 2^k) first: exact, and never subnormal where a != 0 (scale * 2^-126 would be, and
+        // subnormal operands cost a microcode assist per instruction); then scale, rounded once
+        // either way
+        __m512 S = _mm512_loadu_ps(xb + 96);
+        #pragma GCC unroll 4
+        for (int k = 0; k < R; k++)
+            tot[k][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a[k]), S), s[k], tot[k][t]);
+    }
+}
+
+// Rows r..r+R against the fixed-point x; T, R and spans are constants after
+// inlining. R = 4 (one token) loads each digit vector once for four rows
+// and gives the core four independent chains per block.
+PQ_INLINE void fixed_rows(const pq_qpack *w, const fixed_shape *f, int r, const float *x, int T, const float *xp,
+                          float *y, int ldy, int R, int spans) {
+    const int nb = f->nb, ng = f->ng;
+    const __m512 zsym = _mm512_set1_ps(8.0f);
+    const float *X = xp + (size_t)nb * T * 128;
+    const uint32_t *wr = w->packed + (size_t)r * f->wpr;
+    const float *sr = w->scales + (size_t)r * ng;
+    const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
+    __m512 tot[4][PQ_GEMV_MAX_T];
+    #pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; t++) tot[k][t] = _mm512_setzero_ps();
+    for (int b = 0; b < nb - 1; b++) fixed_block(f, wr, sr, xp, b, T, tot, R, spans, 0);
+    if (nb) fixed_block(f, wr, sr, xp, nb - 1, T, tot, R, spans, 1);
+    #pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const float *srk = sr + (size_t)k * ng;
+        const uint8_t *zrk = zr ? zr + (size_t)k * ng : NULL;
         __m512 zx[PQ_GEMV_MAX_T]; // sum_g scale_g zero_g X_g
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) zx[t] = _mm512_setzero_ps();
-        for (int k = 0; k < ng; k += L) {
-            __mmask16 m = ng - k >= L ? 0xffff : (__mmask16)((1u << (ng - k)) - 1);
-            __m512 sz = _mm512_maskz_loadu_ps(m, sr + k);
-            __m512 z = zr ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zr + k))) : zsym;
+        for (int j = 0; j < ng; j += L) {
+            __mmask16 m = ng - j >= L ? 0xffff : (__mmask16)((1u << (ng - j)) - 1);
+            __m512 sz = _mm512_maskz_loadu_ps(m, srk + j);
+            __m512 z = zrk ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zrk + j))) : zsym;
             sz = _mm512_mul_ps(sz, z);
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++)
-                zx[t] = _mm512_fmadd_ps(sz, _mm512_maskz_loadu_ps(m, X + (size_t)t * ng + k), zx[t]);
+                zx[t] = _mm512_fmadd_ps(sz, _mm512_maskz_loadu_ps(m, X + (size_t)t * ng + j), zx[t]);
         }
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
-            float sum = _mm512_reduce_add_ps(_mm512_sub_ps(tot[t], zx[t]));
-            for (int c = nb * 128; c < w->cols; c++) sum += pq_qpack_value(w, r, c) * x[(size_t)t * w->cols + c];
-            y[(size_t)t * ldy + r] = sum;
+            float sum = _mm512_reduce_add_ps(_mm512_sub_ps(tot[k][t], zx[t]));
+            for (int c = f->nw * 8; c < w->cols; c++) sum += pq_qpack_value(w, r + k, c) * x[(size_t)t * w->cols + c];
+            y[(size_t)t * ldy + r + k] = sum;
         }
     }
 }
 
+// Rows r0..r0+n against the fixed-point x: R rows at a time for one token
+// (the decode case), one at a time for more.
+PQ_INLINE void fixed_spans(const pq_qpack *w, const fixed_shape *f, int r0, int n, const float *x, int T,
+                           const float *xp, float *y, int ldy, int spans) {
+    int r = r0;
+    if (T == 1)
+        for (; r + FIXED_R <= r0 + n; r += FIXED_R) fixed_rows(w, f, r, x, T, xp, y, ldy, FIXED_R, spans);
+    for (; r < r0 + n; r++) fixed_rows(w, f, r, x, T, xp, y, ldy, 1, spans);
+}
+
+PQ_INLINE void gemv_fixed(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy) {
+    const fixed_shape f = fixed_shape_of(w);
+    if (f.g.nper > 1) fixed_spans(w, &f, r0, n, x, T, xp, y, ldy, 1);
+    else fixed_spans(w, &f, r0, n, x, T, xp, y, ldy, 0);
+}
+
 // The fixed-point layout of qpack.h, 32 columns (16 n for each h) at a
-// time: even and odd columns split into lanes n, the word maximum of
+// time (x = 0 past the row's whole words): even and odd columns split into lanes n, the word maximum of
 // |x| taken on the bit patterns (NaN and Inf above every finite value) over
 // lane groups of 4, k from getexp, then v = rint(x * 2^-k) (vcvtps2dq
 // rounds to nearest even, like lrintf) and its digits: the bytes of
@@ -191,7 +264,8 @@ static void prepare_fixed(const pq_qpack *w, const float *x, int T, float *xp) {
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     const __m512i every4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i bias = _mm512_set1_epi32(0x808080), absmask = _mm512_set1_epi32(0x7fffffff);
-    for (int b = 0; b < w->cols / 128; b++)
+    const int ncols = w->cols / 8 * 8; // in whole words
+    for (int b = 0; b < pq_qpack_fixed_blocks(w); b++)
         for (int t = 0; t < T; t++) {
             float *o = xp + ((size_t)b * T + t) * 128;
             int8_t *d = (int8_t *)o;
@@ -199,7 +273,10 @@ static void prepare_fixed(const pq_qpack *w, const float *x, int T, float *xp) {
             __m512 S[4];
             __m512i V[4]; // lanes 4j' of quarter r: word 4r + j'
             for (int r = 0; r < 4; r++) {
-                __m512 x0 = _mm512_loadu_ps(xb + 32 * r), x1 = _mm512_loadu_ps(xb + 32 * r + 16);
+                int left = ncols - b * 128 - 32 * r; // columns of whole words from xb + 32r on
+                __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+                __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+                __m512 x0 = _mm512_maskz_loadu_ps(m0, xb + 32 * r), x1 = _mm512_maskz_loadu_ps(m1, xb + 32 * r + 16);
                 __m512 xh[2] = {_mm512_permutex2var_ps(x0, even, x1), _mm512_permutex2var_ps(x0, odd, x1)};
                 __m512i mb = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(xh[0]), absmask),
                                               _mm512_and_si512(_mm512_castps_si512(xh[1]), absmask));

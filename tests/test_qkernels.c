@@ -288,7 +288,8 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
         memset(p1, 0xa5, nxp);
         pq_qpack_gemv_prepare(&w.q, x, T, 16, (float *)p0);
         pq_qpack_gemv_prepare_avx512(&w.q, x, T, (float *)p1);
-        PQ_CHECK(!memcmp(p0, p1, (size_t)cols / 128 * T * 512), "%s prepare avx512 blocks == C blocks (T=%d)", name, T);
+        PQ_CHECK(!memcmp(p0, p1, (size_t)pq_qpack_fixed_blocks(&w.q) * T * 512), "%s prepare avx512 blocks == C blocks (T=%d)",
+                 name, T);
         pq_free(x); pq_free(p0); pq_free(p1);
     }
     pq_free(a); pq_free(b);
@@ -296,10 +297,12 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
 }
 
 // The fixed-point activations of the 4-bit AVX-512 GEMV (qpack.h) on edge
-// cases: each word's digits, 2^k and sum against the documented rule, the
-// AVX-512 prepare against the C one, and the GEMV of every path on them.
+// cases: each word's digits, 2^k and sum against the documented rule (the
+// short last block's missing words as x = 0), the AVX-512 prepare against
+// the C one, and the GEMV of every path on them. COLS: three blocks, a short
+// fourth of one whole word, and a partial word of 3 columns.
 static void check_fixed_point(void) {
-    enum { T = 4, COLS = 3 * 128 + 8, ROWS = 33 };
+    enum { T = 4, COLS = 3 * 128 + 8 + 3, ROWS = 33, NW = COLS / 8, NB = (NW + 15) / 16 };
     qweight w = make_qpack(ROWS, COLS, 4, 128, 1, 0);
     float *x = pq_alloc((size_t)T * COLS * 4);
     fill_outliers(x, T, COLS, 1e6f);
@@ -324,12 +327,13 @@ static void check_fixed_point(void) {
     memset(p1, 0xa5, nxp);
     pq_qpack_gemv_prepare(&w.q, x, T, 16, (float *)p0);
     int bad = 0, words = 0;
-    double X[T][4] = {{0}}; // COLS has 4 groups of 128, the last one in the tail
-    for (int b = 0; b < COLS / 128; b++)
+    double X[T][4] = {{0}}; // COLS has 4 groups of 128, the last one of 11 columns
+    for (int b = 0; b < NB; b++)
         for (int t = 0; t < T; t++) {
             const uint8_t *blk = p0 + ((size_t)b * T + t) * 512;
             for (int j = 0; j < 16; j++, words++) {
-                const float *xw = x + (size_t)t * COLS + b * 128 + 8 * j;
+                const float zeros[8] = {0};
+                const float *xw = 16 * b + j < NW ? x + (size_t)t * COLS + b * 128 + 8 * j : zeros;
                 float S, m = 0;
                 int32_t V;
                 memcpy(&S, blk + 384 + 4 * j, 4);
@@ -351,19 +355,19 @@ static void check_fixed_point(void) {
                 bad += wbad || V != sum;
             }
         }
-    const float *Xp = (const float *)(p0 + (size_t)3 * T * 512);
+    const float *Xp = (const float *)(p0 + (size_t)NB * T * 512);
     for (int t = 0; t < T; t++)
         for (int g = 0; g < 4; g++) {
             float want = (float)X[t][g];
             bad += memcmp(&Xp[t * 4 + g], &want, 4) != 0;
         }
-    PQ_CHECK(bad == 0 && words == 3 * T * 16,
+    PQ_CHECK(bad == 0 && words == NB * T * 16,
              "fixed-point x (C prepare): 2^k minimal, v = sum of digits within 2^k/2 and 1.004 * 2^-23 * word max "
              "of x, ties to even, V = sum v, X = sum 2^k v per group, NaN/Inf words NaN (%d bad of %d words, %d sums)",
              bad, words, 4 * T);
     if (have_avx512()) {
         pq_qpack_gemv_prepare_avx512(&w.q, x, T, (float *)p1);
-        int same = !memcmp(p0, p1, (size_t)3 * T * 512);
+        int same = !memcmp(p0, p1, (size_t)NB * T * 512);
         if (pq_cpu_isa() == PQ_ISA_AVX512) {
             memset(p1, 0xa5, nxp);
             pq_qpack_gemv_prepare_cpu(&w.q, x, T, (float *)p1);
