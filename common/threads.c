@@ -1,8 +1,10 @@
 #include "threads.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 // A loop's items are claimed through `claim`: the loop's generation in the
@@ -12,6 +14,14 @@
 // when every item has been done (`done`), not when every worker has woken:
 // on a busy machine a worker may not run for milliseconds, and a decode step
 // runs hundreds of loops.
+//
+// Waking a sleeping thread costs tens of microseconds on a VM, more than a
+// decode step's small linears take: so a worker that finished a loop, and
+// the caller waiting for the last items, first poll for up to SPIN_NS
+// (yielding the CPU between polls, so an idle thread never keeps a runnable
+// one off a busy machine's cores), and only then sleep on the condition
+// variable. A decode step's loops follow each other within microseconds.
+#define SPIN_NS 100000
 struct pq_pool {
     int nthreads;
     pthread_t *threads;
@@ -24,8 +34,29 @@ struct pq_pool {
     uint32_t generation;     // bumped for every loop; workers wait for a new one
     _Atomic uint64_t claim;  // generation << 32 | next item
     atomic_int done;         // items of the current loop finished
-    int stop;
+    _Atomic uint32_t published; // generation, for polling without the mutex
+    int sleepers;            // workers waiting on `start` (under mu)
+    atomic_int stop;
 };
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// Polls, yielding the CPU between looks, for up to SPIN_NS until a loop
+// after `seen` is published or the pool stops (checked again under mu).
+static void poll_new_loop(pq_pool *p, uint32_t seen) {
+    uint64_t end = now_ns() + SPIN_NS;
+    while (atomic_load(&p->published) == seen && !atomic_load(&p->stop) && now_ns() < end) sched_yield();
+}
+
+// The same, until the current loop's n items are done.
+static void poll_done(pq_pool *p, int n) {
+    uint64_t end = now_ns() + SPIN_NS;
+    while (atomic_load(&p->done) < n && now_ns() < end) sched_yield();
+}
 
 typedef struct { pq_pool *pool; int tid; } worker_arg;
 
@@ -59,15 +90,19 @@ static void *worker_main(void *arg) {
     int tid = wa->tid;
     free(wa);
     uint32_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->start, &p->mu);
+        poll_new_loop(p, seen);
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && p->generation == seen) {
+            p->sleepers++;
+            pthread_cond_wait(&p->start, &p->mu);
+            p->sleepers--;
+        }
         if (p->stop) break;
         seen = p->generation;
         loop_view v = {p->fn, p->ctx, p->n, seen};
         pthread_mutex_unlock(&p->mu);
         run_items(p, &v, tid);
-        pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -134,10 +169,12 @@ void pq_pool_for(pq_pool *p, int n, void (*fn)(void *ctx, int i, int tid), void 
     uint32_t gen = ++p->generation;
     atomic_store(&p->done, 0);
     atomic_store(&p->claim, (uint64_t)gen << 32);
-    pthread_cond_broadcast(&p->start);
+    atomic_store(&p->published, gen);
+    if (p->sleepers) pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->mu);
     loop_view v = {fn, ctx, n, gen};
     run_items(p, &v, 0);
+    poll_done(p, n);
     pthread_mutex_lock(&p->mu);
     while (atomic_load(&p->done) < n) pthread_cond_wait(&p->finished, &p->mu);
     pthread_mutex_unlock(&p->mu);
