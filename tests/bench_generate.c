@@ -82,6 +82,11 @@ int main(int argc, char **argv) {
     if (files) {
         if (pq_model_open(argv[2], &m16) != PQ_OK || pq_model_open(argv[3], &m4) != PQ_OK) return fail("model");
         c = m16->cfg;
+        if (m4->cfg.vocab != c.vocab) { // one prompt and one sampler serve both
+            fprintf(stderr, "bench_generate: %s and %s have different vocabularies (%d, %d)\n", argv[2], argv[3],
+                    c.vocab, m4->cfg.vocab);
+            return 1;
+        }
     } else {
         if (pq_model_random(&c, PQ_DENSE_F16, 1, &m16) != PQ_OK || pq_model_random(&c, PQ_DENSE_F16, 1, &m4) != PQ_OK)
             return fail("random model");
