@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "kernels/blas.h"
+#include "kernels/cpu.h"
 
 // first key position query t (at absolute position p) may see
 static int first_key(const pq_attn_shape *s, int p) {
@@ -116,6 +117,10 @@ static void attn_one(void *ctx, int h, int tid) {
     const float *kb = j->k + (size_t)j0 * kvdim + (size_t)kh * hd;
     const float *vb = j->v + (size_t)j0 * kvdim + (size_t)kh * hd;
     float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, sum = 0;
+    if (pq_cpu_isa() >= PQ_ISA_AVX2) {
+        pq_attn_head_avx2(hd, nk, kvdim, scale, qh, kb, vb, S, j->out + (size_t)h * hd);
+        return;
+    }
     for (int c = 0; c < nk; c++) {
         S[c] = scale * dot(qh, kb + (size_t)c * kvdim, hd);
         mx = S[c] > mx ? S[c] : mx;

@@ -1,5 +1,11 @@
 // Dense weight kernels, the linear-layer driver, attention and RoPE: every
 // optimized path against its _ref on fresh random inputs.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/half.h"
 #include "common/sys.h"
 #include "kernels/attention.h"
@@ -151,8 +157,21 @@ static void check_attention(int n_heads, int n_kv, int hd, int T, int pos0, int 
     pq_attention_cpu(&s, q, k, v, T, pos0, o1, ws, pool);
     // fp32 scores/softmax vs a double reference: errors ~1e-7 relative per element
     double e = pq_rel_l2(o1, o0, (size_t)T * n_heads * hd);
-    PQ_CHECK(e < 1e-5, "attention heads %d/%d hd %d T=%d pos0=%d window=%d: rel L2 %.2e", n_heads, n_kv, hd, T, pos0,
-             window, e);
+    PQ_CHECK(e < 1e-5, "attention (%s) heads %d/%d hd %d T=%d pos0=%d window=%d: rel L2 %.2e",
+             pq_isa_name(pq_cpu_isa()), n_heads, n_kv, hd, T, pos0, window, e);
+    if (T == 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) { // the AVX2 head, called directly
+        int j0 = window > 0 && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0, nk = pos0 - j0 + 1;
+        float *S = pq_alloc((size_t)nk * 4);
+        pq_test_poison(o1, (size_t)n_heads * hd);
+        for (int h = 0; h < n_heads; h++)
+            pq_attn_head_avx2(hd, nk, n_kv * hd, 1.0f / sqrtf((float)hd), q + (size_t)h * hd,
+                              k + ((size_t)j0 * n_kv + h / (n_heads / n_kv)) * hd,
+                              v + ((size_t)j0 * n_kv + h / (n_heads / n_kv)) * hd, S, o1 + (size_t)h * hd);
+        e = pq_rel_l2(o1, o0, (size_t)n_heads * hd);
+        PQ_CHECK(e < 1e-5, "attention head avx2 heads %d/%d hd %d pos0=%d window=%d: rel L2 %.2e", n_heads, n_kv, hd,
+                 pos0, window, e);
+        pq_free(S);
+    }
     pq_free(q); pq_free(k); pq_free(v); pq_free(o0); pq_free(o1); pq_free(ws);
     pq_pool_free(pool);
 }
@@ -194,8 +213,39 @@ static void check_rope(void) {
              "frequencies; %d wrong)", bands[0], bands[1], bands[2], bad);
 }
 
-int main(void) {
+static void check_attentions(void) {
+    check_attention(8, 4, 8, 17, 0, 0);
+    check_attention(8, 4, 8, 70, 0, 0);
+    check_attention(4, 1, 16, 1, 33, 0);
+    check_attention(9, 3, 64, 1, 0, 0);
+    check_attention(9, 3, 64, 1, 200, 0);
+    check_attention(4, 2, 20, 1, 90, 16);
+    check_attention(6, 2, 64, 130, 20, 0);
+    check_attention(4, 2, 8, 90, 10, 16);
+}
+
+// The attention checks again in a child process with PQ_ISA=scalar: the
+// portable decode head that a machine without AVX2 runs.
+static void rerun_attention_portable(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("PQ_ISA", "scalar", 1);
+        execl("/proc/self/exe", "test_kernels", "--attention", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    PQ_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "attention checks pass under PQ_ISA=scalar");
+}
+
+int main(int argc, char **argv) {
     pq_test_seed();
+    if (argc > 1 && strcmp(argv[1], "--attention") == 0) {
+        PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
+        check_attentions();
+        return pq_test_done();
+    }
     printf("# isa %s\n", pq_isa_name(pq_cpu_isa()));
     PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
     printf("# OpenBLAS core %s\n", pq_blas_core());
@@ -209,14 +259,8 @@ int main(void) {
     }
     check_sgemm_nt(37, 172, 64, 1.0f, 0.0f);
     check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
-    check_attention(8, 4, 8, 17, 0, 0);
-    check_attention(8, 4, 8, 70, 0, 0);
-    check_attention(4, 1, 16, 1, 33, 0);
-    check_attention(9, 3, 64, 1, 0, 0);
-    check_attention(9, 3, 64, 1, 200, 0);
-    check_attention(4, 2, 20, 1, 90, 16);
-    check_attention(6, 2, 64, 130, 20, 0);
-    check_attention(4, 2, 8, 90, 10, 16);
+    check_attentions();
     check_rope();
+    if (!getenv("PQ_ISA")) rerun_attention_portable();
     return pq_test_done();
 }
