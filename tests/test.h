@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static int pq_test_failures;
 
@@ -123,5 +125,21 @@ static inline void pq_test_poison(float *x, size_t n) {
     } while (0)
 
 static inline int pq_test_done(void) { return pq_test_failures ? 1 : 0; }
+
+// Runs this test binary again in a child process with PQ_ISA=isa (and arg
+// as its one argument, or none): one check, "<what> checks pass under
+// PQ_ISA=<isa>".
+static inline void pq_test_rerun_with_isa(const char *what, const char *isa, const char *arg) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("PQ_ISA", isa, 1);
+        execl("/proc/self/exe", "test", arg, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    PQ_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s checks pass under PQ_ISA=%s", what, isa);
+}
 
 #endif

@@ -3,8 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/half.h"
 #include "common/sys.h"
@@ -224,21 +222,6 @@ static void check_attentions(void) {
     check_attention(4, 2, 8, 90, 10, 16);
 }
 
-// The attention checks again in a child process with PQ_ISA=scalar: the
-// portable decode head that a machine without AVX2 runs.
-static void rerun_attention_portable(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("PQ_ISA", "scalar", 1);
-        execl("/proc/self/exe", "test_kernels", "--attention", (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    PQ_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "attention checks pass under PQ_ISA=scalar");
-}
-
 int main(int argc, char **argv) {
     pq_test_seed();
     if (argc > 1 && strcmp(argv[1], "--attention") == 0) {
@@ -261,6 +244,6 @@ int main(int argc, char **argv) {
     check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
     check_attentions();
     check_rope();
-    if (!getenv("PQ_ISA")) rerun_attention_portable();
+    if (!getenv("PQ_ISA")) pq_test_rerun_with_isa("attention", "scalar", "--attention"); // the portable decode head
     return pq_test_done();
 }

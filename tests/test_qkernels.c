@@ -3,8 +3,6 @@
 // random inputs, outputs poisoned before each call. Without PQ_ISA set the
 // binary also re-runs its dispatch checks under PQ_ISA=scalar and avx2.
 #include <cpuid.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/sys.h"
 #include "kernels/blas.h"
@@ -584,20 +582,6 @@ static void check_linear_group(const char *const *kinds, const int *rows, int n,
     pq_free(bias);
 }
 
-// The dispatch checks again in a child process with PQ_ISA=isa.
-static void rerun_with_isa(const char *isa) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("PQ_ISA", isa, 1);
-        execl("/proc/self/exe", "test_qkernels", (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    PQ_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "all checks pass under PQ_ISA=%s", isa);
-}
-
 int main(void) {
     pq_test_seed();
     const char *forced = getenv("PQ_ISA");
@@ -640,8 +624,8 @@ int main(void) {
     check_linear_group((const char *[]){"int8", "q4g128"}, (const int[]){172, 300}, 2, 172);
 
     if (!forced) {
-        rerun_with_isa("scalar");
-        rerun_with_isa("avx2");
+        pq_test_rerun_with_isa("all", "scalar", NULL);
+        pq_test_rerun_with_isa("all", "avx2", NULL);
     }
     return pq_test_done();
 }
