@@ -1,12 +1,21 @@
 #include "linear.h"
 
 #include "common/sys.h"
-#include "kernels/blas.h"
+#include "kernels/gemm.h"
 #include "kernels/w8a8.h"
 
-// Rows per panel of the GEMM path: 128 rows x cols floats stays in L2 for
-// cols up to ~4K and gives OpenBLAS a wide enough N.
+// Rows per task of the W8A8 GEMM path (its panels).
 #define PANEL_ROWS 128
+// The GEMM path (kernels/gemm.h): tokens packed and multiplied at a time (the
+// workspace cannot depend on T), the most weight rows one task packs, and
+// the bytes its packed panels may take (they stay in L2 while every token
+// block of the chunk passes over them).
+#define GEMM_CHUNK 512
+#define GEMM_TASK_ROWS 128
+#define GEMM_TASK_BYTES (512 * 1024)
+// Rows widened (pq_linear_rows) and packed at a time: a multiple of 8 (the
+// packing's transposes) that every tile's nr is a multiple of.
+#define PACK_ROWS 8
 // Rows per task of the GEMV path: at least GEMV_ROWS, and about GEMV_TASKS
 // tasks per thread, so that each thread streams long runs of consecutive rows
 // (the kernels prefetch ahead within their rows; every task start is a cold
@@ -80,14 +89,22 @@ static size_t xp_bytes(const pq_linear *W) {
     return (pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) + 63) / 64 * 64;
 }
 
-// The GEMV path uses the start of the workspace for the prepared activations
-// (shared by all threads), the GEMM path one panel per thread: never both.
-// W8A8 linears need both: the quantized activations first, then the panels.
+// Per-thread floats of the GEMM path: a task's packed panels, and the rows
+// of one panel as pq_linear_rows widens them (not for F32 weights).
+static size_t gemm_thread_floats(const pq_linear *W, pq_gemm_tile tl) {
+    return (size_t)(GEMM_TASK_ROWS + (needs_panel_buffer(W) ? PACK_ROWS : 0)) * W->cols;
+}
+
+// The GEMV path uses the start of the workspace for the prepared activations;
+// the GEMM path the packed activations of a chunk, then each thread's
+// scratch. W8A8 linears: the quantized activations, then the panels.
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
     if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
-    size_t panels = needs_panel_buffer(W) ? (size_t)nthreads * PANEL_ROWS * W->cols * sizeof(float) : 0;
+    pq_gemm_tile tl = pq_gemm_tile_cpu();
+    size_t gemm = (pq_gemm_x_floats(tl, GEMM_CHUNK, W->cols) + (size_t)nthreads * gemm_thread_floats(W, tl)) *
+                  sizeof(float);
     size_t xp = W->fmt == PQ_W_QPACK ? PQ_LINEAR_GROUP_MAX * xp_bytes(W) : 0;
-    return panels > xp ? panels : xp;
+    return gemm > xp ? gemm : xp;
 }
 
 typedef struct {
@@ -103,22 +120,6 @@ static void add_bias(const pq_linear *W, int T, float *y, int r0, int n) {
     if (!W->bias) return;
     for (int t = 0; t < T; t++)
         for (int r = r0; r < r0 + n; r++) y[(size_t)t * W->rows + r] += W->bias[r];
-}
-
-static void gemm_panel(void *ctx, int p, int tid) {
-    job *j = ctx;
-    const pq_linear *W = j->W;
-    int r0 = p * j->chunk, n = W->rows - r0 < j->chunk ? W->rows - r0 : j->chunk;
-    const float *B;
-    if (needs_panel_buffer(W)) {
-        float *buf = j->ws + (size_t)tid * PANEL_ROWS * W->cols;
-        pq_linear_rows(W, r0, n, buf);
-        B = buf;
-    } else {
-        B = (const float *)W->w + (size_t)r0 * W->cols;
-    }
-    pq_sgemm_nt(j->T, n, W->cols, 1.0f, j->x, W->cols, B, W->cols, 0.0f, j->y + r0, W->rows);
-    add_bias(W, j->T, j->y, r0, n);
 }
 
 static void gemv_chunk(void *ctx, int p, int tid) {
@@ -142,6 +143,109 @@ static int panel_rows(int rows) {
 static int gemv_rows(int rows, int nthreads) {
     int per_task = (rows + GEMV_TASKS * nthreads - 1) / (GEMV_TASKS * nthreads);
     return per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
+}
+
+// ---- GEMM (more than PQ_GEMV_MAX_T tokens) -------------------------------
+
+// Up to PQ_LINEAR_GROUP_MAX linears of one input, one chunk of tokens: the
+// tasks are row ranges of every member, one after another.
+typedef struct {
+    const pq_linear *W[PQ_LINEAR_GROUP_MAX];
+    float *y[PQ_LINEAR_GROUP_MAX];      // the chunk's first output row
+    int task_rows[PQ_LINEAR_GROUP_MAX];
+    int first[PQ_LINEAR_GROUP_MAX + 1]; // task index where each member starts
+    pq_gemm_tile tl;
+    const float *x;                     // the chunk's first token
+    int T;                              // tokens in the chunk
+    float *xp;                          // the chunk, packed
+    float *scratch;                     // per-thread scratch, thread_floats apart
+    size_t thread_floats;
+} gemm_job;
+
+// Rows per task: whole panels, at most GEMM_TASK_ROWS and GEMM_TASK_BYTES of
+// packed panels, and the panels per task that give the threads the most
+// even share (assuming tasks of equal cost); the larger on a tie. Any split
+// gives the same bits (kernels/gemm.h).
+static int gemm_task_rows(const pq_linear *W, pq_gemm_tile tl, int nthreads) {
+    int panels = (W->rows + tl.nr - 1) / tl.nr;
+    int cap = (int)(GEMM_TASK_BYTES / ((size_t)W->cols * sizeof(float))) / tl.nr;
+    if (cap > GEMM_TASK_ROWS / tl.nr) cap = GEMM_TASK_ROWS / tl.nr;
+    if (cap < 1) cap = 1;
+    int best = 1;
+    long best_span = -1;
+    for (int per = cap; per >= 1; per--) {
+        int tasks = (panels + per - 1) / per;
+        long span = (long)((tasks + nthreads - 1) / nthreads) * per;
+        if (best_span < 0 || span < best_span) best = per, best_span = span;
+    }
+    return best * tl.nr;
+}
+
+static void gemm_pack_x_task(void *ctx, int i, int tid) {
+    gemm_job *g = ctx;
+    int cols = g->W[0]->cols, nb = (g->T + g->tl.mr - 1) / g->tl.mr;
+    int b0 = i * 8, n = nb - b0 < 8 ? nb - b0 : 8;
+    pq_gemm_pack_x(g->tl, g->x, g->T, cols, b0, n, g->xp);
+}
+
+static void gemm_task(void *ctx, int p, int tid) {
+    gemm_job *g = ctx;
+    int m = 0;
+    while (p >= g->first[m + 1]) m++;
+    const pq_linear *W = g->W[m];
+    pq_gemm_tile tl = g->tl;
+    int cols = W->cols, r0 = (p - g->first[m]) * g->task_rows[m];
+    int n = W->rows - r0 < g->task_rows[m] ? W->rows - r0 : g->task_rows[m], np = (n + tl.nr - 1) / tl.nr;
+    float *panels = g->scratch + (size_t)tid * g->thread_floats, *rows = panels + (size_t)GEMM_TASK_ROWS * cols;
+    for (int j = 0; j < np; j++) {
+        int rj = r0 + j * tl.nr, nj = r0 + n - rj < tl.nr ? r0 + n - rj : tl.nr;
+        float *wp = panels + (size_t)j * tl.nr * cols;
+        if (nj < tl.nr) pq_gemm_pad_w(tl, nj, cols, wp);
+        if (!needs_panel_buffer(W)) {
+            pq_gemm_pack_w(tl, (const float *)W->w + (size_t)rj * cols, 0, nj, cols, wp);
+            continue;
+        }
+        // PACK_ROWS rows at a time, widened into a buffer that stays in L1
+        for (int i = 0; i < nj; i += PACK_ROWS) {
+            int ni = nj - i < PACK_ROWS ? nj - i : PACK_ROWS;
+            pq_linear_rows(W, rj + i, ni, rows);
+            pq_gemm_pack_w(tl, rows, i, ni, cols, wp);
+        }
+    }
+    for (int t = 0; t < g->T; t += tl.mr) {
+        int mt = g->T - t < tl.mr ? g->T - t : tl.mr;
+        const float *xb = g->xp + (size_t)t * cols;
+        for (int j = 0; j < np; j++) {
+            int rj = r0 + j * tl.nr, nj = r0 + n - rj < tl.nr ? r0 + n - rj : tl.nr;
+            pq_gemm_block_cpu(tl, xb, panels + (size_t)j * tl.nr * cols, cols, mt, nj,
+                              g->y[m] + (size_t)t * W->rows + rj, W->rows);
+        }
+    }
+    add_bias(W, g->T, g->y[m], r0, n);
+}
+
+// y[i] = x W[i]^T + b[i] for n linears of the same cols, GEMM_CHUNK tokens at a time.
+static void gemm_forward(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
+                         pq_pool *pool) {
+    int nthreads = pq_pool_size(pool), cols = W[0]->cols;
+    gemm_job g = {.tl = pq_gemm_tile_cpu(), .xp = ws};
+    g.scratch = g.xp + pq_gemm_x_floats(g.tl, GEMM_CHUNK, cols);
+    for (int i = 0; i < n; i++) {
+        PQ_ASSERT(W[i]->cols == cols);
+        size_t f = gemm_thread_floats(W[i], g.tl);
+        if (f > g.thread_floats) g.thread_floats = f;
+        g.W[i] = W[i];
+        g.task_rows[i] = gemm_task_rows(W[i], g.tl, nthreads);
+        g.first[i + 1] = g.first[i] + (W[i]->rows + g.task_rows[i] - 1) / g.task_rows[i];
+    }
+    for (int t0 = 0; t0 < T; t0 += GEMM_CHUNK) {
+        g.T = T - t0 < GEMM_CHUNK ? T - t0 : GEMM_CHUNK;
+        g.x = x + (size_t)t0 * cols;
+        for (int i = 0; i < n; i++) g.y[i] = y[i] + (size_t)t0 * W[i]->rows;
+        int blocks = (g.T + g.tl.mr - 1) / g.tl.mr;
+        pq_pool_for(pool, (blocks + 7) / 8, gemm_pack_x_task, &g);
+        pq_pool_for(pool, g.first[n], gemm_task, &g);
+    }
 }
 
 // ---- W8A8 --------------------------------------------------------------
@@ -235,8 +339,7 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
         j.chunk = gemv_rows(W->rows, pq_pool_size(pool));
         pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemv_chunk, &j);
     } else {
-        j.chunk = panel_rows(W->rows);
-        pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, gemm_panel, &j);
+        gemm_forward(&W, &y, 1, x, T, ws, pool);
     }
 }
 
@@ -258,10 +361,14 @@ static void group_chunk(void *ctx, int p, int tid) {
 void pq_linear_forward_group(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
                              pq_pool *pool) {
     PQ_ASSERT(n >= 1 && n <= PQ_LINEAR_GROUP_MAX);
-    int gemv = T >= 1 && T <= PQ_GEMV_MAX_T;
-    for (int i = 0; i < n; i++) gemv = gemv && W[i]->act.type == PQ_ACTQ_NONE;
-    if (!gemv) { // prefill (one panel GEMM per member fills the pool anyway) and W8A8
+    int weight_only = 1;
+    for (int i = 0; i < n; i++) weight_only = weight_only && W[i]->act.type == PQ_ACTQ_NONE;
+    if (T <= 0 || !weight_only) { // W8A8 members go one by one
         for (int i = 0; i < n; i++) pq_linear_forward(W[i], x, T, y[i], ws, pool);
+        return;
+    }
+    if (T > PQ_GEMV_MAX_T) { // prefill: x packed once for all members
+        gemm_forward(W, y, n, x, T, ws, pool);
         return;
     }
     group_job g = {.n = n};

@@ -4,10 +4,11 @@
 //   y[T, rows] = x[T, cols] . W[rows, cols]^T (+ bias[rows])
 //
 // For T <= PQ_GEMV_MAX_T the format's GEMV kernel streams the weight once;
-// otherwise W is processed in panels of rows: each panel is widened /
-// dequantized into a per-thread scratch buffer in cache and multiplied with
-// OpenBLAS sgemm (kernels/blas.h). A quantized weight is never expanded to a
-// full dense matrix. A W8A8 linear (act.type != PQ_ACTQ_NONE) quantizes x
+// otherwise x is packed once per linear (512 tokens at a time) and each
+// task widens / dequantizes a range of rows, 8 at a time, straight into
+// packed panels in its cache-sized scratch, which kernels/gemm.h multiplies
+// with every token block. A quantized weight is never expanded to a full
+// dense matrix, and the outputs do not depend on the thread count. A W8A8 linear (act.type != PQ_ACTQ_NONE) quantizes x
 // first, 512 tokens at a time, and runs the INT8 x INT8 or FP8 x FP8
 // product of kernels/w8a8.h (integer GEMV / VNNI GEMM on packed panels; FP8
 // through the FP8 GEMV or decoded panels + sgemm).

@@ -10,6 +10,7 @@
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
 #include "kernels/dense.h"
+#include "kernels/gemm.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "tests/test.h"
@@ -117,8 +118,93 @@ static void check_linear(pq_dense_type dt, int T, int rows, int cols, int nthrea
     double e = pq_rel_l2(y1, y0, (size_t)T * rows);
     PQ_CHECK(e < 1e-5, "linear %s T=%d %dx%d threads=%d%s vs ref: rel L2 %.2e", DT_NAMES[dt], T, rows, cols,
              nthreads, with_bias ? " +bias" : "", e);
+    if (T > PQ_GEMV_MAX_T) { // the GEMM path: one FMA chain per output, whatever the split (kernels/gemm.h)
+        pq_pool *one;
+        pq_pool_create(1, &one);
+        float *y2 = pq_alloc((size_t)T * rows * 4), *wf = pq_alloc((size_t)rows * cols * 4);
+        void *ws1 = pq_alloc(pq_linear_workspace_bytes(&L, 1));
+        pq_linear_forward(&L, x, T, y2, ws1, one);
+        pq_dense_rows_ref(dt, w, cols, 0, rows, wf);
+        pq_gemm_ref(x, T, wf, rows, cols, y0, rows);
+        if (bias)
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < rows; r++) y0[(size_t)t * rows + r] += bias[r];
+        PQ_CHECK(memcmp(y1, y2, (size_t)T * rows * 4) == 0 && memcmp(y1, y0, (size_t)T * rows * 4) == 0,
+                 "linear %s T=%d %dx%d: threads %d and 1 equal pq_gemm_ref bit for bit", DT_NAMES[dt], T, rows, cols,
+                 nthreads);
+        pq_free(y2); pq_free(wf); pq_free(ws1);
+        pq_pool_free(one);
+    }
     pq_free(x); pq_free(y0); pq_free(y1); pq_free(ws); pq_free(w); pq_free(bias);
     pq_pool_free(pool);
+}
+
+// The packed GEMM with one tile: every token block times every panel
+// (filled 8 rows at a time, as kernels/linear.c does, with a short last
+// panel), equal bit for bit to pq_gemm_ref; nothing outside the n columns
+// written. Shapes with tails in T, n and K.
+static void check_gemm_tile(pq_gemm_tile tl, const char *name, int T, int n, int K) {
+    float *x = pq_alloc((size_t)T * K * 4), *w = pq_alloc((size_t)n * K * 4);
+    float *want = pq_alloc((size_t)T * (n + 1) * 4), *got = pq_alloc((size_t)T * (n + 1) * 4);
+    float *xp = pq_alloc(pq_gemm_x_floats(tl, T, K) * 4), *wp = pq_alloc((size_t)tl.nr * K * 4);
+    pq_test_fill(x, (size_t)T * K, 1.0f);
+    pq_test_fill(w, (size_t)n * K, 0.1f);
+    pq_test_poison(want, (size_t)T * (n + 1));
+    pq_test_poison(got, (size_t)T * (n + 1));
+    pq_gemm_ref(x, T, w, n, K, want, n + 1);
+    int nb = (T + tl.mr - 1) / tl.mr;
+    pq_gemm_pack_x(tl, x, T, K, 0, 1, xp);
+    if (nb > 1) pq_gemm_pack_x(tl, x, T, K, 1, nb - 1, xp);
+    for (int r0 = 0; r0 < n; r0 += tl.nr) {
+        int np = n - r0 < tl.nr ? n - r0 : tl.nr;
+        if (np < tl.nr) pq_gemm_pad_w(tl, np, K, wp);
+        for (int i = 0; i < np; i += 8)
+            pq_gemm_pack_w(tl, w + (size_t)(r0 + i) * K, i, np - i < 8 ? np - i : 8, K, wp);
+        for (int b = 0; b < nb; b++) {
+            int mt = T - b * tl.mr < tl.mr ? T - b * tl.mr : tl.mr;
+            pq_gemm_block_cpu(tl, xp + (size_t)b * tl.mr * K, wp, K, mt, np, got + (size_t)b * tl.mr * (n + 1) + r0,
+                              n + 1);
+        }
+    }
+    int bad = 0;
+    for (int t = 0; t < T; t++) {
+        bad += memcmp(got + (size_t)t * (n + 1), want + (size_t)t * (n + 1), (size_t)n * 4) != 0;
+        bad += !isnan(got[(size_t)t * (n + 1) + n]);
+    }
+    PQ_CHECK(bad == 0, "gemm %s tile %dx%d T=%d n=%d K=%d == pq_gemm_ref bit for bit, column n untouched (%d bad rows)",
+             name, tl.mr, tl.nr, T, n, K, bad);
+    // the FMA chain itself against a double accumulator: |error| grows like sqrt(K) * 2^-24
+    double *d = malloc((size_t)T * n * sizeof(double));
+    float *df = pq_alloc((size_t)T * n * 4), *gf = pq_alloc((size_t)T * n * 4);
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < n; r++) {
+            double a = 0;
+            for (int k = 0; k < K; k++) a += (double)w[(size_t)r * K + k] * x[(size_t)t * K + k];
+            df[(size_t)t * n + r] = (float)a;
+            gf[(size_t)t * n + r] = got[(size_t)t * (n + 1) + r];
+        }
+    double e = pq_rel_l2(gf, df, (size_t)T * n);
+    PQ_CHECK(e < 1e-5, "gemm %s T=%d n=%d K=%d vs double: rel L2 %.2e", name, T, n, K, e);
+    free(d);
+    pq_free(df); pq_free(gf);
+    pq_free(x); pq_free(w); pq_free(want); pq_free(got); pq_free(xp); pq_free(wp);
+}
+
+static void check_gemm(void) {
+    struct { pq_gemm_tile tl; const char *name; pq_isa needs; } tiles[] = {
+        {{4, 8}, "scalar", PQ_ISA_SCALAR},
+        {{PQ_GEMM_MR_AVX2, PQ_GEMM_NR_AVX2}, "avx2", PQ_ISA_AVX2},
+        {{PQ_GEMM_MR_AVX512, PQ_GEMM_NR_AVX512}, "avx512", PQ_ISA_AVX512},
+    };
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        if (pq_cpu_isa() < tiles[i].needs) {
+            pq_test_skip("gemm %s: this CPU (or PQ_ISA) does not run it", tiles[i].name);
+            continue;
+        }
+        check_gemm_tile(tiles[i].tl, tiles[i].name, 37, 75, 172);
+        check_gemm_tile(tiles[i].tl, tiles[i].name, 5, 8, 3);
+        check_gemm_tile(tiles[i].tl, tiles[i].name, 24, 64, 64);
+    }
 }
 
 // pq_sgemm_nt (OpenBLAS) against its _ref on strided operands, alpha and
@@ -229,6 +315,12 @@ int main(int argc, char **argv) {
         check_attentions();
         return pq_test_done();
     }
+    if (argc > 1 && strcmp(argv[1], "--gemm") == 0) {
+        PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
+        check_gemm();
+        check_linear(PQ_DENSE_F16, 37, 517, 172, 2, 1);
+        return pq_test_done();
+    }
     printf("# isa %s\n", pq_isa_name(pq_cpu_isa()));
     PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
     printf("# OpenBLAS core %s\n", pq_blas_core());
@@ -240,10 +332,15 @@ int main(int argc, char **argv) {
         check_linear((pq_dense_type)dt, 37, 517, 172, 2, 1);
         check_linear((pq_dense_type)dt, 200, 1000, 260, 2, 0);
     }
+    check_gemm();
     check_sgemm_nt(37, 172, 64, 1.0f, 0.0f);
     check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
     check_attentions();
     check_rope();
-    if (!getenv("PQ_ISA")) pq_test_rerun_with_isa("attention", "scalar", "--attention"); // the portable decode head
+    if (!getenv("PQ_ISA")) {
+        pq_test_rerun_with_isa("attention", "scalar", "--attention"); // the portable decode head
+        pq_test_rerun_with_isa("gemm", "scalar", "--gemm"); // the portable packing and dispatch
+        if (pq_cpu_isa() == PQ_ISA_AVX512) pq_test_rerun_with_isa("gemm", "avx2", "--gemm");
+    }
     return pq_test_done();
 }

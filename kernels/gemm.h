@@ -1,0 +1,56 @@
+// kernels/gemm.h — the prefill's f32 matrix product on packed operands.
+//
+//   y[t][r] = sum_k W[r][k] * x[t][k]      (t < T tokens, r < n rows, k < K)
+//
+// The activations are packed once per linear (blocks of `mr` tokens, k-major:
+// xp[block][k][mr]) and each panel of `nr` weight rows once per task
+// (k-major: wp[k][nr], rows past n zero); a block kernel multiplies one token
+// block with one panel holding all mr x nr sums in registers. Every output is
+// one FMA chain over k = 0..K-1 starting from 0 (acc = fmaf(w, x, acc)), in
+// the _ref and in every ISA version, so the versions are equal bit for bit
+// and a result never depends on the tiling, the ISA or the thread count.
+// The tile shapes: AVX-512 12 x 32, AVX2 6 x 16, scalar 4 x 8.
+#ifndef PQ_GEMM_H
+#define PQ_GEMM_H
+
+#include <stddef.h>
+
+typedef struct {
+    int mr; // tokens per packed block
+    int nr; // weight rows per packed panel
+} pq_gemm_tile;
+
+// The tile of the ISA pq_cpu_isa() chose.
+pq_gemm_tile pq_gemm_tile_cpu(void);
+
+// Floats of the packed activations of T tokens (whole blocks).
+size_t pq_gemm_x_floats(pq_gemm_tile tl, int T, int K);
+
+// Packs token blocks b0..b0+nb of x [T][K] into xp (laid out for all of x:
+// block b at xp + b*mr*K); tokens past T are zeros.
+void pq_gemm_pack_x(pq_gemm_tile tl, const float *x, int T, int K, int b0, int nb, float *xp);
+
+// Packs rows [n][K] into rows r0..r0+n-1 of the panel wp [K][nr] (r0 + n <= nr).
+void pq_gemm_pack_w(pq_gemm_tile tl, const float *rows, int r0, int n, int K, float *wp);
+// Zeros rows n..nr-1 of the panel wp: a panel of fewer than nr weight rows.
+void pq_gemm_pad_w(pq_gemm_tile tl, int n, int K, float *wp);
+
+// One token block xb (pq_gemm_pack_x) times one panel wp (pq_gemm_pack_w):
+// y[t*ldy + r] for t < mt <= mr, r < n <= nr; nothing else is written.
+void pq_gemm_block_cpu(pq_gemm_tile tl, const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
+
+// The specification, on row-major x [T][K] and w [n][K]: y[t*ldy + r] is
+// the FMA chain above.
+void pq_gemm_ref(const float *x, int T, const float *w, int n, int K, float *y, int ldy);
+
+// ISA versions (kernels/gemm_avx2.c, gemm_avx512.c) for their own tiles;
+// use pq_gemm_block_cpu instead.
+#define PQ_GEMM_MR_AVX512 12
+#define PQ_GEMM_NR_AVX512 32
+#define PQ_GEMM_MR_AVX2 6
+#define PQ_GEMM_NR_AVX2 16
+void pq_gemm_block_avx512(const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
+void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
+void pq_gemm_pack_w_avx2(int nr, const float *rows, int r0, int n, int K, float *wp); // nr, r0: multiples of 8
+
+#endif
