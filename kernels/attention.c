@@ -72,13 +72,16 @@ static void attn_block(void *ctx, int task, int tid) {
     for (int r = 0; r < nq; r++) {
         int p = j->pos0 + t0 + r, lo = first_key(s, p) - j0, hi = p - j0; // visible keys [lo, hi]
         float *row = S + (size_t)r * nk;
-        float mx = -INFINITY;
-        for (int c = lo; c <= hi; c++) mx = row[c] > mx ? row[c] : mx;
-        float sum = 0;
         for (int c = 0; c < lo; c++) row[c] = 0;
-        for (int c = lo; c <= hi; c++) sum += (row[c] = expf(row[c] - mx));
-        float inv = 1.0f / sum;
-        for (int c = lo; c <= hi; c++) row[c] *= inv;
+        if (pq_cpu_isa() >= PQ_ISA_AVX2) {
+            pq_softmax_avx2(row + lo, hi - lo + 1);
+        } else {
+            float mx = -INFINITY, sum = 0;
+            for (int c = lo; c <= hi; c++) mx = row[c] > mx ? row[c] : mx;
+            for (int c = lo; c <= hi; c++) sum += (row[c] = expf(row[c] - mx));
+            float inv = 1.0f / sum;
+            for (int c = lo; c <= hi; c++) row[c] *= inv;
+        }
         for (int c = hi + 1; c < nk; c++) row[c] = 0;
     }
     // O[nq][hd] = P V

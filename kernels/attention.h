@@ -30,6 +30,10 @@ size_t pq_attention_workspace_bytes(const pq_attn_shape *s, int n_ctx, int nthre
 void pq_attention_cpu(const pq_attn_shape *s, const float *q, const float *k, const float *v, int T, int pos0,
                       float *out, void *ws, pq_pool *pool);
 
+// x[0..n) = softmax(x) in place (kernels/attention_avx2.c; pq_attention_cpu
+// uses it on AVX2 machines): exp by kernels/simd.h's vector exp.
+void pq_softmax_avx2(float *x, int n);
+
 // One head of one query (kernels/attention_avx2.c; pq_attention_cpu calls it
 // on AVX2 machines): scores of the nk keys kb[c * kvdim] into S[nk], their
 // softmax, and o[hd] = sum_c S[c] vb[c * kvdim].

@@ -1,9 +1,10 @@
-// AVX2 + FMA decode attention of one head (kernels/attention.h): the
-// scores as 8-lane FMA dot products, the softmax's exponentials by expf as
-// in the portable path, and the weighted sum of value rows kept in
-// registers, 32 columns at a time. fp32 throughout, as the portable path;
-// only the order of the dot products' sums and the fused multiply-adds
-// differ (tests: rel L2 < 1e-5 against the double _ref).
+// AVX2 + FMA attention pieces (kernels/attention.h): the softmax of a row
+// with kernels/simd.h's vector exp, and decode attention of one head: the
+// scores as 8-lane FMA dot products, that softmax, and the weighted sum of
+// value rows kept in registers, 32 columns at a time. fp32 throughout, as
+// the portable path; only the order of the sums, the fused multiply-adds and
+// the exp (within 2 ulp of expf) differ (tests: rel L2 < 1e-5 against the
+// double _ref).
 #include <immintrin.h>
 #include <math.h>
 
@@ -23,16 +24,31 @@ static float dot(const float *a, const float *b, int n) {
     return s;
 }
 
+void pq_softmax_avx2(float *x, int n) {
+    int n8 = n / 8 * 8, i;
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float lanes[8], mx = -INFINITY, sum;
+    _mm256_storeu_ps(lanes, mv);
+    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    for (i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m256 m = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
+    for (i = 0; i < n8; i += 8) {
+        __m256 e = pq_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    sum = pq_hsum_ps(acc);
+    for (i = n8; i < n; i++) sum += (x[i] = expf(x[i] - mx));
+    __m256 inv = _mm256_set1_ps(1.0f / sum);
+    for (i = 0; i < n8; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (i = n8; i < n; i++) x[i] *= 1.0f / sum;
+}
+
 void pq_attn_head_avx2(int hd, int nk, int kvdim, float scale, const float *qh, const float *kb, const float *vb,
                        float *S, float *o) {
-    float mx = -INFINITY, sum = 0;
-    for (int c = 0; c < nk; c++) {
-        S[c] = scale * dot(qh, kb + (size_t)c * kvdim, hd);
-        mx = S[c] > mx ? S[c] : mx;
-    }
-    for (int c = 0; c < nk; c++) sum += (S[c] = expf(S[c] - mx));
-    float inv = 1.0f / sum;
-    for (int c = 0; c < nk; c++) S[c] *= inv;
+    for (int c = 0; c < nk; c++) S[c] = scale * dot(qh, kb + (size_t)c * kvdim, hd);
+    pq_softmax_avx2(S, nk);
     int i = 0;
     for (; i + 32 <= hd; i += 32) { // o[i..i+32) = sum_c S[c] v[c][i..i+32)
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;

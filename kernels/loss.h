@@ -10,5 +10,10 @@
 // maximum is subtracted: the specification. NaN or Inf in the row gives a
 // non-finite result.
 double pq_nll_ref(const float *logits, int vocab, int target);
+// The same with the exps in f32 vectors (kernels/loss_avx2.c, loss_avx512.c):
+// within 1e-5 of the _ref (tests/test_kernels.c says why).
+double pq_nll_cpu(const float *logits, int vocab, int target);
+double pq_nll_avx2(const float *logits, int vocab, int target);
+double pq_nll_avx512(const float *logits, int vocab, int target);
 
 #endif

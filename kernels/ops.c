@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "kernels/cpu.h"
+
 void pq_rmsnorm_ref(const float *x, const float *w, int T, int n, float eps, float *y) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * n;
@@ -64,6 +66,12 @@ void pq_swiglu_ref(float *gate, const float *up, size_t n) {
         float g = gate[i];
         gate[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+void pq_swiglu_cpu(float *gate, const float *up, size_t n) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_swiglu_avx512(gate, up, n);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_swiglu_avx2(gate, up, n);
+    else pq_swiglu_ref(gate, up, n);
 }
 
 void pq_add_ref(float *y, const float *x, size_t n) {

@@ -1,6 +1,6 @@
 // kernels/ops.h — the elementwise and normalization ops of a Llama block.
-// Plain C; they are cheap next to the matrix products, and the compiler
-// vectorizes them. They are also the specification of the CUDA versions.
+// Plain C (the compiler vectorizes them), except SwiGLU, whose exp has
+// AVX2 / AVX-512 versions. They are also the specification of the CUDA versions.
 #ifndef PQ_OPS_H
 #define PQ_OPS_H
 
@@ -29,8 +29,13 @@ void pq_rope_table(const double *inv_freq, int head_dim, int pos0, int T, float 
 void pq_rope_apply_ref(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
                        const float *sn);
 
-// gate[i] = silu(gate[i]) * up[i]  (SwiGLU), n elements.
+// gate[i] = silu(gate[i]) * up[i]  (SwiGLU), n elements. The _cpu version
+// computes exp with kernels/simd.h's vector exp (within 2 ulp of expf; its
+// clamp changes nothing here: silu(g) for g < -87 is ~0 either way).
 void pq_swiglu_ref(float *gate, const float *up, size_t n);
+void pq_swiglu_cpu(float *gate, const float *up, size_t n);
+void pq_swiglu_avx2(float *gate, const float *up, size_t n);   // kernels/ops_avx2.c
+void pq_swiglu_avx512(float *gate, const float *up, size_t n); // kernels/ops_avx512.c
 
 // y[i] += x[i]
 void pq_add_ref(float *y, const float *x, size_t n);

@@ -56,4 +56,45 @@ PQ_INLINE int32_t pq_hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+// exp(x) per lane, within 2 ulp of expf: x = n ln2 + r with |r| <= ln2/2,
+// Cephes' degree-6 polynomial for e^r, then 2^n. NaN stays NaN; x is
+// clamped to [-87.33, 88.38] first (where 2^n is a normal float), so lanes
+// below give ~1e-38 instead of a subnormal or 0, lanes above ~2.4e38 instead
+// of Inf: callers use it where those ends do not matter (sums of exp(x -
+// max), SiLU) and say so.
+#define PQ_EXP_POLY(T, fma, mul, add, set1, r)                                                                     \
+    do {                                                                                                           \
+        T p_ = set1(1.9875691500e-4f);                                                                             \
+        p_ = fma(p_, r, set1(1.3981999507e-3f));                                                                   \
+        p_ = fma(p_, r, set1(8.3334519073e-3f));                                                                   \
+        p_ = fma(p_, r, set1(4.1665795894e-2f));                                                                   \
+        p_ = fma(p_, r, set1(1.6666665459e-1f));                                                                   \
+        p_ = fma(p_, r, set1(5.0000001201e-1f));                                                                   \
+        r = add(fma(p_, mul(r, r), r), set1(1.0f));                                                                \
+    } while (0)
+
+PQ_INLINE __m256 pq_exp_avx2(__m256 x) {
+    // max/min return their second operand when either is NaN: x stays NaN
+    x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), _mm256_max_ps(_mm256_set1_ps(-87.3365447504f), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    PQ_EXP_POLY(__m256, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps, r);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(r, _mm256_castsi256_ps(e));
+}
+
+#ifdef __AVX512F__
+PQ_INLINE __m512 pq_exp_avx512(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(88.3762626647949f), _mm512_max_ps(_mm512_set1_ps(-87.3365447504f), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    PQ_EXP_POLY(__m512, _mm512_fmadd_ps, _mm512_mul_ps, _mm512_add_ps, _mm512_set1_ps, r);
+    return _mm512_scalef_ps(r, n);
+}
+#endif
+
 #endif

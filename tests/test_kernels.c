@@ -12,6 +12,7 @@
 #include "kernels/dense.h"
 #include "kernels/gemm.h"
 #include "kernels/linear.h"
+#include "kernels/loss.h"
 #include "kernels/ops.h"
 #include "tests/test.h"
 
@@ -207,6 +208,47 @@ static void check_gemm(void) {
     }
 }
 
+// pq_nll_cpu against the double _ref. Its exps are f32 (within 2 ulp) and
+// x - max is rounded to f32 (relative 2^-24 of |x - max|, here < 60), so the
+// sum is off by a relative ~1e-6 at most and its log by as much: 1e-5.
+static void check_nll(void) {
+    int vocabs[] = {49152, 1000, 13};
+    double worst = 0;
+    for (int v = 0; v < 3; v++) {
+        int V = vocabs[v];
+        float *l = pq_alloc((size_t)V * 4);
+        for (int rep = 0; rep < 4; rep++) {
+            pq_test_fill(l, V, rep + 1.0f);
+            int target = (int)(pq_test_u64() % (uint64_t)V);
+            double d = fabs(pq_nll_cpu(l, V, target) - pq_nll_ref(l, V, target));
+            if (!(d <= worst)) worst = d;
+        }
+        l[V / 2] = NAN;
+        PQ_CHECK(!isfinite(pq_nll_cpu(l, V, 0)), "nll cpu: a NaN logit in a row of %d gives a non-finite loss", V);
+        pq_free(l);
+    }
+    PQ_CHECK(worst < 1e-5, "nll %s vs ref: worst |difference| %.2e", pq_isa_name(pq_cpu_isa()), worst);
+}
+
+// pq_swiglu_cpu against the _ref (expf): the vector exp is within 2 ulp of
+// expf, 1 + e and the division add an ulp each: relative 1e-6.
+static void check_swiglu(void) {
+    size_t n = 1000;
+    float *g = pq_alloc(n * 4), *u = pq_alloc(n * 4), *a = pq_alloc(n * 4), *b = pq_alloc(n * 4);
+    pq_test_fill(g, n, 8.0f);
+    pq_test_fill(u, n, 1.0f);
+    g[0] = -95.0f, g[1] = 95.0f, g[2] = 0.0f; // past the exp's clamp on both sides
+    memcpy(a, g, n * 4);
+    memcpy(b, g, n * 4);
+    pq_swiglu_ref(a, u, n);
+    pq_swiglu_cpu(b, u, n);
+    PQ_CHECK(pq_allclose(b, a, n, 1e-30, 1e-6), "swiglu %s vs ref (|g| up to 95)", pq_isa_name(pq_cpu_isa()));
+    g[3] = NAN;
+    pq_swiglu_cpu(g, u, n);
+    PQ_CHECK(isnan(g[3]), "swiglu cpu: NaN stays NaN");
+    pq_free(g); pq_free(u); pq_free(a); pq_free(b);
+}
+
 // pq_sgemm_nt (OpenBLAS) against its _ref on strided operands, alpha and
 // beta: fp32 blocked sums vs a double accumulator, relative L2 ~ sqrt(K) * 2^-24.
 static void check_sgemm_nt(int M, int N, int K, float alpha, float beta) {
@@ -318,6 +360,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--gemm") == 0) {
         PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
         check_gemm();
+        check_nll();
+        check_swiglu();
         check_linear(PQ_DENSE_F16, 37, 517, 172, 2, 1);
         return pq_test_done();
     }
@@ -333,14 +377,16 @@ int main(int argc, char **argv) {
         check_linear((pq_dense_type)dt, 200, 1000, 260, 2, 0);
     }
     check_gemm();
+    check_nll();
+    check_swiglu();
     check_sgemm_nt(37, 172, 64, 1.0f, 0.0f);
     check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
     check_attentions();
     check_rope();
     if (!getenv("PQ_ISA")) {
         pq_test_rerun_with_isa("attention", "scalar", "--attention"); // the portable decode head
-        pq_test_rerun_with_isa("gemm", "scalar", "--gemm"); // the portable packing and dispatch
-        if (pq_cpu_isa() == PQ_ISA_AVX512) pq_test_rerun_with_isa("gemm", "avx2", "--gemm");
+        pq_test_rerun_with_isa("gemm, nll and swiglu", "scalar", "--gemm"); // the portable packing and dispatch
+        if (pq_cpu_isa() == PQ_ISA_AVX512) pq_test_rerun_with_isa("gemm, nll and swiglu", "avx2", "--gemm");
     }
     return pq_test_done();
 }
