@@ -12,8 +12,7 @@ struct pq_backend {
     pq_status (*forward)(pq_backend *b, const int32_t *tokens, int T, int pos0);
     // rows row0..row0+n of the last forward call (eval/engine.c checks the range)
     pq_status (*logits)(pq_backend *b, int row0, int n, float *logits);
-    // the loss of those rows (targets checked: < vocab; < 0 not scored); NULL:
-    // eval/engine.c computes it from logits() with pq_nll_ref
+    // the loss of those rows (targets checked: < vocab; < 0 not scored: 0)
     pq_status (*nll)(pq_backend *b, int row0, int n, const int32_t *targets, double *nll);
     void (*free)(pq_backend *b);
 };

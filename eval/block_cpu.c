@@ -49,6 +49,52 @@ void pq_block_rope_prepare(pq_block_scratch *s, const double *inv_freq, int head
     pq_rope_table(inv_freq, head_dim, pos0, T, s->rope_cos, s->rope_sin);
 }
 
+// The element-wise ops of a block run over the pool in tasks of OP_ROWS
+// tokens (one task, on the caller, for a decode step).
+#define OP_ROWS 16
+
+typedef enum { OP_RMSNORM, OP_ADD, OP_SWIGLU, OP_ROPE } op_kind;
+
+typedef struct {
+    op_kind kind;
+    int T, n;          // tokens, floats per token (ROPE: the row stride)
+    float *y;          // RMSNORM: out; ADD: y += x; SWIGLU: the gate; ROPE: rotated in place
+    const float *x;    // RMSNORM: in; ADD: x; SWIGLU: up
+    const float *w;    // RMSNORM: the norm's weight
+    float eps;
+    int heads, head_dim;
+    const float *cs, *sn;
+} op_job;
+
+static void op_task(void *ctx, int i, int tid) {
+    const op_job *j = ctx;
+    int t0 = i * OP_ROWS, nt = j->T - t0 < OP_ROWS ? j->T - t0 : OP_ROWS;
+    size_t off = (size_t)t0 * j->n, len = (size_t)nt * j->n;
+    switch (j->kind) {
+    case OP_RMSNORM: pq_rmsnorm_ref(j->x + off, j->w, nt, j->n, j->eps, j->y + off); break;
+    case OP_ADD: pq_add_ref(j->y + off, j->x + off, len); break;
+    case OP_SWIGLU: pq_swiglu_cpu(j->y + off, j->x + off, len); break;
+    case OP_ROPE: {
+        size_t half = (size_t)j->head_dim / 2;
+        pq_rope_apply_ref(j->y + off, nt, j->n, j->heads, j->head_dim, j->cs + t0 * half, j->sn + t0 * half);
+        break;
+    }
+    }
+}
+
+static void run_op(pq_pool *pool, op_job j) {
+    pq_pool_for(pool, (j.T + OP_ROWS - 1) / OP_ROWS, op_task, &j);
+}
+
+static void rmsnorm(pq_pool *pool, const float *x, const float *w, int T, int n, float eps, float *y) {
+    run_op(pool, (op_job){.kind = OP_RMSNORM, .T = T, .n = n, .y = y, .x = x, .w = w, .eps = eps});
+}
+
+static void rope(pq_pool *pool, float *x, int T, int stride, int heads, int head_dim, const pq_block_scratch *s) {
+    run_op(pool, (op_job){.kind = OP_ROPE, .T = T, .n = stride, .y = x, .heads = heads, .head_dim = head_dim,
+                          .cs = s->rope_cos, .sn = s->rope_sin});
+}
+
 static void hook(const pq_block_hooks *h, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
     if (h && h->linear_input) h->linear_input(h->ud, layer, slot, x, T, cols);
 }
@@ -59,25 +105,25 @@ void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, floa
     PQ_ASSERT(T <= s->max_T && pos0 + T <= s->max_ctx);
     int H = c->hidden, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     // attention
-    pq_rmsnorm_ref(x, L->attn_norm, T, H, c->rms_eps, s->xn);
+    rmsnorm(pool, x, L->attn_norm, T, H, c->rms_eps, s->xn);
     hook(hooks, layer, PQ_Q, s->xn, T, H);
     float *kdst = kcache + (size_t)pos0 * kvd, *vdst = vcache + (size_t)pos0 * kvd;
     const pq_linear *qkv[] = {&L->lin[PQ_Q], &L->lin[PQ_K], &L->lin[PQ_V]};
     pq_linear_forward_group(qkv, (float *const[]){s->q, kdst, vdst}, 3, s->xn, T, s->lin_ws, pool);
-    pq_rope_apply_ref(s->q, T, qd, c->n_heads, hd, s->rope_cos, s->rope_sin);
-    pq_rope_apply_ref(kdst, T, kvd, c->n_kv_heads, hd, s->rope_cos, s->rope_sin);
+    rope(pool, s->q, T, qd, c->n_heads, hd, s);
+    rope(pool, kdst, T, kvd, c->n_kv_heads, hd, s);
     pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, pq_config_window(c, layer)};
     pq_attention_cpu(&as, s->q, kcache, vcache, T, pos0, s->att, s->attn_ws, pool);
     hook(hooks, layer, PQ_O, s->att, T, qd);
     pq_linear_forward(&L->lin[PQ_O], s->att, T, s->out, s->lin_ws, pool);
-    pq_add_ref(x, s->out, (size_t)T * H);
+    run_op(pool, (op_job){.kind = OP_ADD, .T = T, .n = H, .y = x, .x = s->out});
     // MLP
-    pq_rmsnorm_ref(x, L->mlp_norm, T, H, c->rms_eps, s->xn);
+    rmsnorm(pool, x, L->mlp_norm, T, H, c->rms_eps, s->xn);
     hook(hooks, layer, PQ_GATE, s->xn, T, H);
     const pq_linear *gate_up[] = {&L->lin[PQ_GATE], &L->lin[PQ_UP]};
     pq_linear_forward_group(gate_up, (float *const[]){s->gate, s->up}, 2, s->xn, T, s->lin_ws, pool);
-    pq_swiglu_ref(s->gate, s->up, (size_t)T * c->intermediate);
+    run_op(pool, (op_job){.kind = OP_SWIGLU, .T = T, .n = c->intermediate, .y = s->gate, .x = s->up});
     hook(hooks, layer, PQ_DOWN, s->gate, T, c->intermediate);
     pq_linear_forward(&L->lin[PQ_DOWN], s->gate, T, s->out, s->lin_ws, pool);
-    pq_add_ref(x, s->out, (size_t)T * H);
+    run_op(pool, (op_job){.kind = OP_ADD, .T = T, .n = H, .y = x, .x = s->out});
 }

@@ -6,10 +6,6 @@
 
 #include "common/sys.h"
 #include "eval/backend.h"
-#include "kernels/loss.h"
-
-// Rows of logits per chunk when the loss is computed from a backend's logits.
-#define NLL_CHUNK 64
 
 struct pq_engine {
     const pq_model *m;
@@ -89,16 +85,5 @@ pq_status pq_engine_nll(pq_engine *e, int row0, int n, const int32_t *targets, d
                "loss rows [%d, %d) outside the last forward call's %d rows", row0, row0 + n, e->last_T);
     for (int i = 0; i < n; i++)
         PQ_FAIL_IF(targets[i] >= V, PQ_ERR_ARG, "token id %d outside the vocabulary of %d", targets[i], V);
-    if (e->b->nll) return e->b->nll(e->b, row0, n, targets, nll);
-    float *logits = pq_alloc((size_t)NLL_CHUNK * V * sizeof(float));
-    PQ_FAIL_IF(!logits, PQ_ERR_NOMEM, "out of memory for %d rows of logits", NLL_CHUNK);
-    pq_status s = PQ_OK;
-    for (int r0 = 0; r0 < n && s == PQ_OK; r0 += NLL_CHUNK) {
-        const int rows = n - r0 < NLL_CHUNK ? n - r0 : NLL_CHUNK;
-        s = e->b->logits(e->b, row0 + r0, rows, logits);
-        for (int r = 0; s == PQ_OK && r < rows; r++)
-            nll[r0 + r] = targets[r0 + r] < 0 ? 0.0 : pq_nll_ref(logits + (size_t)r * V, V, targets[r0 + r]);
-    }
-    pq_free(logits);
-    return s;
+    return e->b->nll(e->b, row0, n, targets, nll);
 }

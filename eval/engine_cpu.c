@@ -8,6 +8,7 @@
 #include "eval/block_cpu.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
+#include "kernels/loss.h"
 #include "kernels/ops.h"
 
 typedef struct {
@@ -47,6 +48,36 @@ static pq_status cpu_logits(pq_backend *b, int row0, int n, float *logits) {
     return PQ_OK;
 }
 
+// Rows of logits per chunk of the loss (NLL_ROWS x vocab floats at a time).
+#define NLL_ROWS 64
+
+typedef struct {
+    const float *logits;
+    int vocab;
+    const int32_t *targets;
+    double *nll;
+} nll_job;
+
+static void nll_row(void *ctx, int r, int tid) {
+    nll_job *j = ctx;
+    j->nll[r] = j->targets[r] < 0 ? 0.0 : pq_nll_cpu(j->logits + (size_t)r * j->vocab, j->vocab, j->targets[r]);
+}
+
+static pq_status cpu_nll(pq_backend *b, int row0, int n, const int32_t *targets, double *nll) {
+    cpu_backend *cb = (cpu_backend *)b;
+    const int V = cb->m->cfg.vocab;
+    float *logits = pq_alloc((size_t)NLL_ROWS * V * sizeof(float));
+    PQ_FAIL_IF(!logits, PQ_ERR_NOMEM, "out of memory for %d rows of logits", NLL_ROWS);
+    for (int r0 = 0; r0 < n; r0 += NLL_ROWS) {
+        int rows = n - r0 < NLL_ROWS ? n - r0 : NLL_ROWS;
+        cpu_logits(b, row0 + r0, rows, logits);
+        nll_job j = {logits, V, targets + r0, nll + r0};
+        pq_pool_for(cb->pool, rows, nll_row, &j);
+    }
+    pq_free(logits);
+    return PQ_OK;
+}
+
 static void cpu_free(pq_backend *b) {
     cpu_backend *cb = (cpu_backend *)b;
     pq_block_scratch_free(&cb->s);
@@ -66,6 +97,7 @@ pq_status pq_backend_cpu_create(const pq_model *m, int max_ctx, int nthreads, pq
     PQ_FAIL_IF(!cb, PQ_ERR_NOMEM, "out of memory");
     cb->base.forward = cpu_forward;
     cb->base.logits = cpu_logits;
+    cb->base.nll = cpu_nll;
     cb->base.free = cpu_free;
     cb->m = m;
     cb->max_ctx = max_ctx;
