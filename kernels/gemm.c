@@ -33,18 +33,28 @@ void pq_gemm_pack_x(pq_gemm_tile tl, const float *x, int T, int K, int b0, int n
     }
 }
 
-void pq_gemm_pack_w(pq_gemm_tile tl, const float *rows, int r0, int n, int K, float *wp) {
-    if (pq_cpu_isa() >= PQ_ISA_AVX2 && tl.nr % 8 == 0 && r0 % 8 == 0) {
-        pq_gemm_pack_w_avx2(tl.nr, rows, r0, n, K, wp);
+// Element (row r, column k) of a panel of nr rows.
+static inline size_t panel_at(int nr, int K, int r, int k) {
+    int h = nr / 2;
+    return (size_t)(r / h) * K * h + (size_t)k * h + r % h;
+}
+
+void pq_gemm_pack_dense(pq_gemm_tile tl, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX2 && (tl.nr == 16 || tl.nr == 32) && r0 % 8 == 0) {
+        pq_gemm_pack_dense_avx2(tl.nr, dt, w, K, row, r0, n, wp);
         return;
     }
-    for (int k = 0; k < K; k++)
-        for (int r = 0; r < n; r++) wp[(size_t)k * tl.nr + r0 + r] = rows[(size_t)r * K + k];
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < K; k++) wp[panel_at(tl.nr, K, r0 + r, k)] = pq_dense_at(dt, w, (size_t)(row + r) * K + k);
+}
+
+void pq_gemm_pack_w(pq_gemm_tile tl, const float *rows, int r0, int n, int K, float *wp) {
+    pq_gemm_pack_dense(tl, PQ_DENSE_F32, rows, K, 0, r0, n, wp);
 }
 
 void pq_gemm_pad_w(pq_gemm_tile tl, int n, int K, float *wp) {
-    for (int k = 0; k < K; k++)
-        for (int r = n; r < tl.nr; r++) wp[(size_t)k * tl.nr + r] = 0.0f;
+    for (int r = n; r < tl.nr; r++)
+        for (int k = 0; k < K; k++) wp[panel_at(tl.nr, K, r, k)] = 0.0f;
 }
 
 // The scalar block kernel: the same chains as the _ref, on the packed operands.
@@ -53,7 +63,7 @@ static void block_scalar(const float *xb, const float *wp, int K, int mt, int n,
     for (int k = 0; k < K; k++)
         for (int i = 0; i < MR_SCALAR; i++)
             for (int r = 0; r < NR_SCALAR; r++)
-                acc[i][r] = fmaf(wp[(size_t)k * NR_SCALAR + r], xb[(size_t)k * MR_SCALAR + i], acc[i][r]);
+                acc[i][r] = fmaf(wp[panel_at(NR_SCALAR, K, r, k)], xb[(size_t)k * MR_SCALAR + i], acc[i][r]);
     for (int i = 0; i < mt; i++)
         for (int r = 0; r < n; r++) y[(size_t)i * ldy + r] = acc[i][r];
 }

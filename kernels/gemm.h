@@ -3,8 +3,9 @@
 //   y[t][r] = sum_k W[r][k] * x[t][k]      (t < T tokens, r < n rows, k < K)
 //
 // The activations are packed once per linear (blocks of `mr` tokens, k-major:
-// xp[block][k][mr]) and each panel of `nr` weight rows once per task
-// (k-major: wp[k][nr], rows past n zero); a block kernel multiplies one token
+// xp[block][k][mr]) and each panel of `nr` weight rows once per task (two
+// halves of nr/2 rows, each k-major: wp[2][K][nr/2], rows past n zero; a
+// half is one vector register wide); a block kernel multiplies one token
 // block with one panel holding all mr x nr sums in registers. Every output is
 // one FMA chain over k = 0..K-1 starting from 0 (acc = fmaf(w, x, acc)), in
 // the _ref and in every ISA version, so the versions are equal bit for bit
@@ -14,6 +15,8 @@
 #define PQ_GEMM_H
 
 #include <stddef.h>
+
+#include "kernels/dense.h"
 
 typedef struct {
     int mr; // tokens per packed block
@@ -30,8 +33,11 @@ size_t pq_gemm_x_floats(pq_gemm_tile tl, int T, int K);
 // block b at xp + b*mr*K); tokens past T are zeros.
 void pq_gemm_pack_x(pq_gemm_tile tl, const float *x, int T, int K, int b0, int nb, float *xp);
 
-// Packs rows [n][K] into rows r0..r0+n-1 of the panel wp [K][nr] (r0 + n <= nr).
+// Packs rows [n][K] into rows r0..r0+n-1 of the panel wp (r0 + n <= nr).
 void pq_gemm_pack_w(pq_gemm_tile tl, const float *rows, int r0, int n, int K, float *wp);
+// The same for rows row..row+n-1 of a dense weight w [..][K] of type dt,
+// widened on the way (exact).
+void pq_gemm_pack_dense(pq_gemm_tile tl, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp);
 // Zeros rows n..nr-1 of the panel wp: a panel of fewer than nr weight rows.
 void pq_gemm_pad_w(pq_gemm_tile tl, int n, int K, float *wp);
 
@@ -51,6 +57,7 @@ void pq_gemm_ref(const float *x, int T, const float *w, int n, int K, float *y, 
 #define PQ_GEMM_NR_AVX2 16
 void pq_gemm_block_avx512(const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
 void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
-void pq_gemm_pack_w_avx2(int nr, const float *rows, int r0, int n, int K, float *wp); // nr, r0: multiples of 8
+// nr: 16 or 32; r0: a multiple of 8
+void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp);
 
 #endif

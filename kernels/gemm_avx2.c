@@ -18,7 +18,7 @@ void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, 
 #pragma GCC unroll 6
     for (int i = 0; i < MR; i++) lo[i] = hi[i] = _mm256_setzero_ps();
     for (int k = 0; k < K; k++) {
-        __m256 b0 = _mm256_loadu_ps(wp + (size_t)k * NR), b1 = _mm256_loadu_ps(wp + (size_t)k * NR + 8);
+        __m256 b0 = _mm256_loadu_ps(wp + (size_t)k * 8), b1 = _mm256_loadu_ps(wp + ((size_t)K + k) * 8);
         const float *a = xb + (size_t)k * MR;
 #pragma GCC unroll 6
         for (int i = 0; i < MR; i++) {
@@ -35,10 +35,12 @@ void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, 
         }
 }
 
-// The 8 x 8 block of rows src (row stride ld) transposed into dst (row stride ldd).
-PQ_INLINE void transpose8(const float *src, size_t ld, float *dst, size_t ldd) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+// Bytes ahead of the packing's loads that it prefetches in each row.
+#define PACK_PREFETCH 512
+
+// r[0..8) transposed, stored to dst + i * ldd for i < 8.
+PQ_INLINE void transpose8_store(__m256 r[8], float *dst, size_t ldd) {
+    __m256 t[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -55,13 +57,42 @@ PQ_INLINE void transpose8(const float *src, size_t ld, float *dst, size_t ldd) {
     }
 }
 
-void pq_gemm_pack_w_avx2(int nr, const float *rows, int r0, int n, int K, float *wp) {
-    int n8 = n / 8 * 8, k8 = K / 8 * 8;
-    for (int r = 0; r < n8; r += 8)
-        for (int k = 0; k < k8; k += 8)
-            transpose8(rows + (size_t)r * K + k, (size_t)K, wp + (size_t)k * nr + r0 + r, (size_t)nr);
-    for (int k = 0; k < K; k++) {
-        int r = k < k8 ? n8 : 0; // columns past k8: every row; else the rows past n8
-        for (; r < n; r++) wp[(size_t)k * nr + r0 + r] = rows[(size_t)r * K + k];
+// 8 elements of a dense row from element i, widened to f32 (exact).
+PQ_INLINE __m256 load8(pq_dense_type dt, const void *w, size_t i) {
+    switch (dt) {
+    case PQ_DENSE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+    case PQ_DENSE_BF16:
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i))), 16));
+    case PQ_DENSE_F32: break;
+    }
+    return _mm256_loadu_ps((const float *)w + i);
+}
+
+void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp) {
+    int h = nr / 2, n8 = n / 8 * 8, k8 = K / 8 * 8;
+    size_t es = dt == PQ_DENSE_F32 ? 4 : 2;
+    // 8 columns per step, each 8-row group transposed into its half: a step
+    // fills whole cache lines (h/8 groups side by side)
+    for (int k = 0; k < k8; k += 8)
+        for (int r = 0; r < n8; r += 8) {
+            float *dst = wp + (size_t)((r0 + r) / h) * K * h + (r0 + r) % h;
+            size_t first = (size_t)(row + r) * K;
+            __m256 v[8];
+            if (k % 32 == 0) // one line ahead per 32 columns of each row: the weight comes from memory
+                for (int i = 0; i < 8; i++)
+                    _mm_prefetch((const char *)w + (first + (size_t)i * K + k) * es + PACK_PREFETCH, _MM_HINT_T0);
+            for (int i = 0; i < 8; i++) v[i] = load8(dt, w, first + (size_t)i * K + k);
+            transpose8_store(v, dst + (size_t)k * h, (size_t)h);
+        }
+    for (int r = 0; r < n8; r += 8) {
+        float *dst = wp + (size_t)((r0 + r) / h) * K * h + (r0 + r) % h;
+        size_t first = (size_t)(row + r) * K;
+        for (int k = k8; k < K; k++)
+            for (int i = 0; i < 8; i++) dst[(size_t)k * h + i] = pq_dense_at(dt, w, first + (size_t)i * K + k);
+    }
+    for (int r = n8; r < n; r++) {
+        float *dst = wp + (size_t)((r0 + r) / h) * K * h + (r0 + r) % h;
+        for (int k = 0; k < K; k++) dst[(size_t)k * h] = pq_dense_at(dt, w, (size_t)(row + r) * K + k);
     }
 }

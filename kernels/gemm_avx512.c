@@ -11,7 +11,7 @@ void pq_gemm_block_avx512(const float *xb, const float *wp, int K, int mt, int n
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++) lo[i] = hi[i] = _mm512_setzero_ps();
     for (int k = 0; k < K; k++) {
-        __m512 b0 = _mm512_loadu_ps(wp + (size_t)k * NR), b1 = _mm512_loadu_ps(wp + (size_t)k * NR + 16);
+        __m512 b0 = _mm512_loadu_ps(wp + (size_t)k * 16), b1 = _mm512_loadu_ps(wp + ((size_t)K + k) * 16);
         const float *a = xb + (size_t)k * MR;
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++) {

@@ -13,9 +13,11 @@
 #define GEMM_CHUNK 512
 #define GEMM_TASK_ROWS 128
 #define GEMM_TASK_BYTES (512 * 1024)
-// Rows widened (pq_linear_rows) and packed at a time: a multiple of 8 (the
-// packing's transposes) that every tile's nr is a multiple of.
-#define PACK_ROWS 8
+// Rows widened (pq_linear_rows) and packed at a time: 16 rows of up to ~700
+// columns stay in L1, and fill whole cache lines of a panel's half (16
+// floats wide with AVX-512, two halves of 8 with AVX2). Every tile's nr
+// is a multiple of it or smaller.
+#define PACK_ROWS 16
 // Rows per task of the GEMV path: at least GEMV_ROWS, and about GEMV_TASKS
 // tasks per thread, so that each thread streams long runs of consecutive rows
 // (the kernels prefetch ahead within their rows; every task start is a cold
@@ -61,10 +63,6 @@ size_t pq_linear_weight_bytes(const pq_linear *W) {
     return 0;
 }
 
-static int needs_panel_buffer(const pq_linear *W) {
-    return !(W->fmt == PQ_W_DENSE && W->dense_type == PQ_DENSE_F32);
-}
-
 // W8A8: tokens are quantized and multiplied W8A8_CHUNK at a time (the
 // workspace cannot depend on T); tasks of the quantization step hold
 // W8A8_QTOKENS tokens.
@@ -89,10 +87,11 @@ static size_t xp_bytes(const pq_linear *W) {
     return (pq_qpack_gemv_prepare_bytes(&W->q, PQ_GEMV_MAX_T) + 63) / 64 * 64;
 }
 
-// Per-thread floats of the GEMM path: a task's packed panels, and the rows
-// of one panel as pq_linear_rows widens them (not for F32 weights).
+// Per-thread floats of the GEMM path: a task's packed panels, and the
+// PACK_ROWS rows pq_linear_rows dequantizes at a time (dense weights are
+// widened while packed).
 static size_t gemm_thread_floats(const pq_linear *W, pq_gemm_tile tl) {
-    return (size_t)(GEMM_TASK_ROWS + (needs_panel_buffer(W) ? PACK_ROWS : 0)) * W->cols;
+    return (size_t)(GEMM_TASK_ROWS + (W->fmt != PQ_W_DENSE ? PACK_ROWS : 0)) * W->cols;
 }
 
 // The GEMV path uses the start of the workspace for the prepared activations;
@@ -201,8 +200,8 @@ static void gemm_task(void *ctx, int p, int tid) {
         int rj = r0 + j * tl.nr, nj = r0 + n - rj < tl.nr ? r0 + n - rj : tl.nr;
         float *wp = panels + (size_t)j * tl.nr * cols;
         if (nj < tl.nr) pq_gemm_pad_w(tl, nj, cols, wp);
-        if (!needs_panel_buffer(W)) {
-            pq_gemm_pack_w(tl, (const float *)W->w + (size_t)rj * cols, 0, nj, cols, wp);
+        if (W->fmt == PQ_W_DENSE) { // widened while packed
+            pq_gemm_pack_dense(tl, W->dense_type, W->w, cols, rj, 0, nj, wp);
             continue;
         }
         // PACK_ROWS rows at a time, widened into a buffer that stays in L1
