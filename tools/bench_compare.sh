@@ -18,7 +18,10 @@
 # alternates), minimum / median over the rounds of each side:
 #   - perplexity: `pq ppl --protocol llamacpp --ctx 512` vs `llama-perplexity
 #     -c 512` on the same text (a prefix of wiki.test.raw holding WINDOWS
-#     windows), the same windows, PPL_THREADS threads;
+#     windows), the same windows, PPL_THREADS threads; plus, once, pq ppl
+#     of llama.cpp's own files (GGUF blocks dequantized exactly: the same
+#     weights), so that the PPL of the two engines can be compared where
+#     the two tools' quantizers do not decide it;
 #   - decode: `pq generate` (a 4-token prompt, 128 decode steps) vs
 #     `llama-bench -p 0 -n 128` (tg128) at F16, Q8_0, Q4_0, DECODE_THREADS.
 # Speeds are tokens per second of wall time (each tool's own timing of the
@@ -154,6 +157,15 @@ for th in $PPL_THREADS; do
     done
 done
 
+# pq on llama.cpp's own files (the same weights: GGUF blocks are dequantized
+# exactly), once each: the engines' PPL on identical models
+for t in F16 Q8_0 Q4_0 Q4_1; do
+    say "ppl $t: pq on llama.cpp's file"
+    "$PQ" ppl "$GG/$t.gguf" --text "$TEXT" --protocol llamacpp --ctx 512 --max-windows "$WINDOWS" --device cpu --json \
+        >"$RUN/out" 2>"$RUN/err" || die "pq ppl $GG/$t.gguf: $(tail -1 "$RUN/err")"
+    jq -r --arg t "$t" '"same \($t) \(.ppl)"' "$RUN/out" >>"$RES"
+done
+
 # ---- decode ----------------------------------------------------------------
 for th in $DECODE_THREADS; do
     for r in $(seq 1 "$ROUNDS"); do
@@ -203,16 +215,17 @@ OUT=$RUN/report.md
     echo
     echo "Perplexity, ctx 512, $WINDOWS windows of wiki.test.raw (\`pq ppl --protocol llamacpp\` vs \`llama-perplexity\`):"
     echo
-    echo "| llama.cpp | pq | threads | PPL llama.cpp | PPL pq | diff | llama.cpp tok/s (wall) | pq tok/s (wall) | ratio | llama.cpp tok/CPU-s | pq tok/CPU-s | ratio |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| llama.cpp | pq | threads | PPL llama.cpp | PPL pq | diff | PPL pq, llama.cpp's file | diff | llama.cpp tok/s (wall) | pq tok/s (wall) | ratio | llama.cpp tok/CPU-s | pq tok/CPU-s | ratio |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     for th in $PPL_THREADS; do
         for t in F16 Q8_0 Q4_0 Q4_1; do
             set -- $(stats ppl $t $th llama 6) $(stats ppl $t $th pq 6) $(stats ppl $t $th llama 7) $(stats ppl $t $th pq 7) \
-                $(stats ppl $t $th llama 8 | cut -d' ' -f2) $(stats ppl $t $th pq 8 | cut -d' ' -f2)
+                $(stats ppl $t $th llama 8 | cut -d' ' -f2) $(stats ppl $t $th pq 8 | cut -d' ' -f2) \
+                $(awk -v t="$t" '$1 == "same" && $2 == t { print $3 }' "$RES")
             awk -v t="$t" -v s="$(pq_scheme $t)" -v th="$th" -v a="$*" 'BEGIN { split(a, v, " ");
-                printf "| %s | %s | %s | %.4f | %.4f | %+.2f%% | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | **%.2fx** | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | **%.2fx** |\n",
-                t, s, th, v[13], v[14], 100 * (v[14] / v[13] - 1), v[1], v[2], v[3], v[4], v[5], v[6], v[5] / v[2],
-                v[7], v[8], v[9], v[10], v[11], v[12], v[11] / v[8] }'
+                printf "| %s | %s | %s | %.4f | %.4f | %+.2f%% | %.4f | %+.2f%% | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | **%.2fx** | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | **%.2fx** |\n",
+                t, s, th, v[13], v[14], 100 * (v[14] / v[13] - 1), v[15], 100 * (v[15] / v[13] - 1),
+                v[1], v[2], v[3], v[4], v[5], v[6], v[5] / v[2], v[7], v[8], v[9], v[10], v[11], v[12], v[11] / v[8] }'
         done
     done
     echo
