@@ -20,6 +20,7 @@ typedef struct {
     float *x;              // [max_ctx][hidden] residual stream of the last call, final-normed
     float *kcache, *vcache; // [n_layers][max_ctx][kv_dim]
     double *inv_freq;
+    float *nll_logits;     // [NLL_ROWS][vocab] once the loss was asked for, else NULL
 } cpu_backend;
 
 static void embed_rows(const pq_model *m, const int32_t *tokens, int T, float *x) {
@@ -48,8 +49,10 @@ static pq_status cpu_logits(pq_backend *b, int row0, int n, float *logits) {
     return PQ_OK;
 }
 
-// Rows of logits per chunk of the loss (NLL_ROWS x vocab floats at a time).
-#define NLL_ROWS 64
+// Rows of logits per chunk of the loss (NLL_ROWS x vocab floats, kept for the
+// next call): the head's panels are packed once per chunk, so a chunk holds
+// all the scored rows of a 512-token window.
+#define NLL_ROWS 256
 
 typedef struct {
     const float *logits;
@@ -66,15 +69,14 @@ static void nll_row(void *ctx, int r, int tid) {
 static pq_status cpu_nll(pq_backend *b, int row0, int n, const int32_t *targets, double *nll) {
     cpu_backend *cb = (cpu_backend *)b;
     const int V = cb->m->cfg.vocab;
-    float *logits = pq_alloc((size_t)NLL_ROWS * V * sizeof(float));
-    PQ_FAIL_IF(!logits, PQ_ERR_NOMEM, "out of memory for %d rows of logits", NLL_ROWS);
+    if (!cb->nll_logits) cb->nll_logits = pq_alloc((size_t)NLL_ROWS * V * sizeof(float));
+    PQ_FAIL_IF(!cb->nll_logits, PQ_ERR_NOMEM, "out of memory for %d rows of logits", NLL_ROWS);
     for (int r0 = 0; r0 < n; r0 += NLL_ROWS) {
         int rows = n - r0 < NLL_ROWS ? n - r0 : NLL_ROWS;
-        cpu_logits(b, row0 + r0, rows, logits);
-        nll_job j = {logits, V, targets + r0, nll + r0};
+        cpu_logits(b, row0 + r0, rows, cb->nll_logits);
+        nll_job j = {cb->nll_logits, V, targets + r0, nll + r0};
         pq_pool_for(cb->pool, rows, nll_row, &j);
     }
-    pq_free(logits);
     return PQ_OK;
 }
 
@@ -84,6 +86,7 @@ static void cpu_free(pq_backend *b) {
     pq_free(cb->x);
     pq_free(cb->kcache);
     pq_free(cb->vcache);
+    pq_free(cb->nll_logits);
     free(cb->inv_freq);
     pq_pool_free(cb->pool);
     free(cb);
