@@ -1,6 +1,7 @@
 #include "formats/sha256.h"
 
 #include "formats/fileio.h"
+#include "kernels/cpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,14 @@ static void block(uint32_t h[8], const uint8_t *p) {
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+static void blocks(uint32_t h[8], const uint8_t *p, size_t n) {
+    if (pq_cpu_sha()) {
+        pq_sha256_blocks_shani(h, p, n, K);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) block(h, p + 64 * i);
+}
+
 void pq_sha256_init(pq_sha256 *s) {
     static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -52,14 +61,15 @@ void pq_sha256_update(pq_sha256 *s, const void *data, size_t len) {
     s->len += len;
     while (len > 0) {
         if (s->n == 0 && len >= 64) {
-            block(s->h, p);
-            p += 64, len -= 64;
+            size_t n = len / 64;
+            blocks(s->h, p, n);
+            p += 64 * n, len -= 64 * n;
             continue;
         }
         size_t k = 64 - s->n < len ? 64 - s->n : len;
         memcpy(s->buf + s->n, p, k);
         s->n += k, p += k, len -= k;
-        if (s->n == 64) block(s->h, s->buf), s->n = 0;
+        if (s->n == 64) blocks(s->h, s->buf, 1), s->n = 0;
     }
 }
 

@@ -43,3 +43,12 @@ const char *pq_isa_name(pq_isa isa) {
     }
     return "?";
 }
+
+int pq_cpu_sha(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        unsigned a, b, c, d;
+        cached = pq_cpu_isa() >= PQ_ISA_AVX2 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+    }
+    return cached;
+}

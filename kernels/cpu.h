@@ -13,4 +13,8 @@ typedef enum { PQ_ISA_SCALAR = 0, PQ_ISA_AVX2 = 1, PQ_ISA_AVX512 = 2 } pq_isa;
 pq_isa pq_cpu_isa(void);
 const char *pq_isa_name(pq_isa isa);
 
+// Whether the CPU has the SHA extensions (CPUID 7.0:EBX bit 29) and
+// PQ_ISA does not cap the kernels at scalar. Cached.
+int pq_cpu_sha(void);
+
 #endif
