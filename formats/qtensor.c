@@ -92,6 +92,20 @@ void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code) {
     row[c / per] |= (uint32_t)(code + (1 << (q->bits - 1))) << ((c % per) * q->bits);
 }
 
+void pq_qtensor_set_codes(pq_qtensor *q, int r, int c0, int n, const float *codes) {
+    if (q->fmt == PQ_W_INT8) {
+        for (int i = 0; i < n; i++) q->i8[(size_t)r * q->cols + c0 + i] = (int8_t)codes[i];
+        return;
+    }
+    int per = pq_qpack_per_word(q->bits), bias = 1 << (q->bits - 1);
+    uint32_t *word = q->packed + (size_t)r * pq_qpack_words_per_row(q->cols, q->bits) + c0 / per;
+    int slot = c0 % per;
+    for (int i = 0; i < n; i++) {
+        *word |= (uint32_t)((int)codes[i] + bias) << (slot * q->bits);
+        if (++slot == per) slot = 0, word++;
+    }
+}
+
 pq_linear pq_qtensor_linear(const pq_qtensor *q) {
     pq_linear L = {.fmt = q->fmt, .rows = q->rows, .cols = q->cols};
     switch (q->fmt) {

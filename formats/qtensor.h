@@ -70,6 +70,8 @@ void pq_qtensor_free(pq_qtensor *q); // frees the arrays (NULL-safe), keeps the 
 // start zeroed; each element is written once. Rows are independent words,
 // so threads may fill different rows concurrently.
 void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code);
+// The same for codes c0..c0+n-1 of row r (integral floats, as RTN computes them).
+void pq_qtensor_set_codes(pq_qtensor *q, int r, int c0, int n, const float *codes);
 
 // A pq_linear that borrows q's arrays (valid while q is).
 pq_linear pq_qtensor_linear(const pq_qtensor *q);

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu.h"
 #include "kernels/fp8.h"
 #include "quant/ggml_grid.h"
 
 #define CHUNK_ROWS 16
+#define CODES 256 // codes of a group computed at a time
 #define FP8_MAX 448.0
 
 typedef struct {
@@ -61,6 +63,17 @@ float pq_rtn_code_dtype(float w, float scale, float zero, int bits, pq_dtype dt)
     return rintf(clampf(x, (float)-(1 << (bits - 1)), (float)((1 << (bits - 1)) - 1)));
 }
 
+void pq_rtn_codes_ref(const float *w, int n, float scale, float zero, int bits, pq_dtype dt, float *codes) {
+    for (int i = 0; i < n; i++) codes[i] = pq_rtn_code_dtype(rd(w[i], dt), scale, zero, bits, dt);
+}
+
+void pq_rtn_codes_cpu(const float *w, int n, float scale, float zero, int bits, pq_dtype dt, float *codes) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX2 && (dt == PQ_DT_F16 || dt == PQ_DT_F32))
+        pq_rtn_codes_avx2(w, n, scale, zero, bits, dt, codes);
+    else
+        pq_rtn_codes_ref(w, n, scale, zero, bits, dt, codes);
+}
+
 float pq_rtn_code(float w, float scale, float zero, int bits) {
     return pq_rtn_code_dtype(w, scale, zero, bits, PQ_DT_F32);
 }
@@ -101,11 +114,15 @@ static int quant_int_group(job *j, int r, int c0, int c1, int g, double *e2) {
     int ng = pq_qtensor_ngroups(q);
     q->scales[(size_t)r * ng + g] = sc;
     if (q->zeros) q->zeros[(size_t)r * ng + g] = (uint8_t)((int)z + (1 << (j->s->bits - 1)));
-    for (int c = c0; c < c1; c++) {
-        float code = pq_rtn_code_dtype(rd(w[c], j->sdt), sc, z, j->s->bits, j->sdt);
-        pq_qtensor_set_code(q, r, c, (int)code);
-        double d = (double)w[c] - (double)(sc * (code - z)); // the spec: one fp32 multiply of s by (q - z)
-        *e2 += d * d;
+    float codes[CODES];
+    for (int c = c0; c < c1; c += CODES) {
+        int n = c1 - c < CODES ? c1 - c : CODES;
+        pq_rtn_codes_cpu(w + c, n, sc, z, j->s->bits, j->sdt, codes);
+        pq_qtensor_set_codes(q, r, c, n, codes);
+        for (int i = 0; i < n; i++) {
+            double d = (double)w[c + i] - (double)(sc * (codes[i] - z)); // the spec: one fp32 multiply of s by (q - z)
+            *e2 += d * d;
+        }
     }
     return 1;
 }

@@ -97,4 +97,11 @@ float pq_rtn_code(float w, float scale, float zero, int bits);
 // parenthesis rounded to dt; w is a value of dt.
 float pq_rtn_code_dtype(float w, float scale, float zero, int bits, pq_dtype dt);
 
+// codes[i] = pq_rtn_code_dtype(w[i] rounded to dt, scale, zero, bits, dt)
+// for i < n: the _ref, and the _cpu version (quant/rtn_avx2.c, F16C
+// conversions, where the CPU has AVX2 and dt is F16 or F32), equal bit for bit.
+void pq_rtn_codes_ref(const float *w, int n, float scale, float zero, int bits, pq_dtype dt, float *codes);
+void pq_rtn_codes_cpu(const float *w, int n, float scale, float zero, int bits, pq_dtype dt, float *codes);
+void pq_rtn_codes_avx2(const float *w, int n, float scale, float zero, int bits, pq_dtype dt, float *codes);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "common/half.h"
 #include "common/sys.h"
+#include "kernels/cpu.h"
 #include "kernels/fp8.h"
 #include "quant/rtn.h"
 #include "formats/scheme.h"
@@ -407,8 +408,55 @@ static void test_mse_observer(void) {
     free(w);
 }
 
-int main(void) {
+// pq_rtn_codes_cpu (AVX2 + F16C where the CPU has it) equals the _ref bit
+// for bit: F16 and F32 arithmetic, sym and asym, 3 / 4 / 8 bits, weights
+// from tiny (F16 subnormals) to past the clamp, lengths with tails; and
+// pq_qtensor_set_codes packs as pq_qtensor_set_code does one by one.
+static void test_codes_cpu(void) {
+    enum { N = 1003 };
+    static float w[N], a[N], b[N];
+    int bad = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        float mag = powf(10.0f, (float)(rep % 8) - 6.0f); // 1e-6 .. 10
+        for (int i = 0; i < N; i++) w[i] = pq_round_to_dtype(mag * pq_test_normal(), PQ_DT_F16);
+        pq_dtype dt = rep % 3 == 2 ? PQ_DT_F32 : PQ_DT_F16;
+        int bits = rep % 4 == 3 ? 8 : rep % 4 == 2 ? 3 : 4;
+        float scale = pq_round_to_dtype(mag * (0.05f + 0.3f * (float)(rep % 5)), PQ_DT_F16);
+        float zero = rep % 2 ? (float)(rep % 7) - 3.0f : 0.0f;
+        pq_rtn_codes_ref(w, N - rep, scale, zero, bits, dt, a);
+        pq_rtn_codes_cpu(w, N - rep, scale, zero, bits, dt, b);
+        bad += memcmp(a, b, (size_t)(N - rep) * sizeof(float)) != 0;
+    }
+    PQ_CHECK(bad == 0, "rtn codes (isa %s) == the _ref bit for bit, 24 cases (%d differ)", pq_isa_name(pq_cpu_isa()), bad);
+    for (int bits = 2; bits <= 8; bits++) {
+        pq_scheme s = int_scheme(bits, 32, 1);
+        pq_qtensor q1, q2;
+        int rows = 3, cols = 77;
+        pq_qtensor_init(&q1, &s, rows, cols, PQ_DT_F16);
+        pq_qtensor_init(&q2, &s, rows, cols, PQ_DT_F16);
+        float codes[77];
+        for (int r = 0; r < rows; r++) {
+            for (int c = 0; c < cols; c++) {
+                codes[c] = (float)((int)(pq_test_u64() % (1u << bits)) - (1 << (bits - 1)));
+                pq_qtensor_set_code(&q1, r, c, (int)codes[c]);
+            }
+            pq_qtensor_set_codes(&q2, r, 0, 13, codes);
+            pq_qtensor_set_codes(&q2, r, 13, cols - 13, codes + 13);
+        }
+        PQ_CHECK(same_qtensor(&q1, &q2), "%d-bit: set_codes in two runs packs as set_code one by one", bits);
+        pq_qtensor_free(&q1), pq_qtensor_free(&q2);
+    }
+}
+
+int main(int argc, char **argv) {
     pq_test_seed();
+    if (argc > 1 && strcmp(argv[1], "--codes") == 0) {
+        test_codes_cpu();
+        test_determinism();
+        return pq_test_done();
+    }
+    test_codes_cpu();
+    if (!getenv("PQ_ISA")) pq_test_rerun_with_isa("rtn codes", "scalar", "--codes");
     test_sym_hand();
     test_asym_hand();
     for (int g = 32; g <= 128; g *= 2) {
