@@ -90,7 +90,7 @@ static size_t xp_bytes(const pq_linear *W) {
 // Per-thread floats of the GEMM path: a task's packed panels, and the
 // PACK_ROWS rows pq_linear_rows dequantizes at a time (dense weights are
 // widened while packed).
-static size_t gemm_thread_floats(const pq_linear *W, pq_gemm_tile tl) {
+static size_t gemm_thread_floats(const pq_linear *W) {
     return (size_t)(GEMM_TASK_ROWS + (W->fmt != PQ_W_DENSE ? PACK_ROWS : 0)) * W->cols;
 }
 
@@ -100,7 +100,7 @@ static size_t gemm_thread_floats(const pq_linear *W, pq_gemm_tile tl) {
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
     if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
     pq_gemm_tile tl = pq_gemm_tile_cpu();
-    size_t gemm = (pq_gemm_x_floats(tl, GEMM_CHUNK, W->cols) + (size_t)nthreads * gemm_thread_floats(W, tl)) *
+    size_t gemm = (pq_gemm_x_floats(tl, GEMM_CHUNK, W->cols) + (size_t)nthreads * gemm_thread_floats(W)) *
                   sizeof(float);
     size_t xp = W->fmt == PQ_W_QPACK ? PQ_LINEAR_GROUP_MAX * xp_bytes(W) : 0;
     return gemm > xp ? gemm : xp;
@@ -231,7 +231,7 @@ static void gemm_forward(const pq_linear *const *W, float *const *y, int n, cons
     g.scratch = g.xp + pq_gemm_x_floats(g.tl, GEMM_CHUNK, cols);
     for (int i = 0; i < n; i++) {
         PQ_ASSERT(W[i]->cols == cols);
-        size_t f = gemm_thread_floats(W[i], g.tl);
+        size_t f = gemm_thread_floats(W[i]);
         if (f > g.thread_floats) g.thread_floats = f;
         g.W[i] = W[i];
         g.task_rows[i] = gemm_task_rows(W[i], g.tl, nthreads);

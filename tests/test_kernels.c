@@ -376,6 +376,7 @@ int main(int argc, char **argv) {
         check_linear((pq_dense_type)dt, 37, 517, 172, 2, 1);
         check_linear((pq_dense_type)dt, 200, 1000, 260, 2, 0);
     }
+    check_linear(PQ_DENSE_F16, 700, 100, 72, 2, 1); // more tokens than one GEMM chunk (512)
     check_gemm();
     check_nll();
     check_swiglu();
