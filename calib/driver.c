@@ -45,14 +45,15 @@ static size_t block_source_bytes(const pq_layer *L) {
 }
 
 // What one window through a block needs: pq_block_scratch for len tokens
-// (its linear workspace as a dense F16/BF16 or quantized linear of the
-// widest input needs it), the K/V of the window, a copy of the window.
+// (its linear workspace as a weight-only quantized linear of the widest
+// input needs it: the most of any weight-only format), the K/V of the
+// window, a copy of the window.
 static size_t scratch_bytes(const pq_config *c, int len, int nthreads) {
     size_t T = (size_t)len, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t per_token = 2 * c->hidden + 2 * qd + 4 * kvd + 2 * (size_t)c->intermediate + (size_t)c->head_dim;
-    size_t widest = (size_t)(c->intermediate > c->hidden ? c->intermediate : c->hidden);
+    pq_linear widest = {.fmt = PQ_W_INT8, .rows = 1, .cols = c->intermediate > c->hidden ? c->intermediate : c->hidden};
     pq_attn_shape as = {c->n_heads, c->n_kv_heads, c->head_dim, 0}; // the workspace does not depend on the window
-    return T * per_token * sizeof(float) + (size_t)nthreads * 128 * widest * sizeof(float) +
+    return T * per_token * sizeof(float) + pq_linear_workspace_bytes(&widest, nthreads) +
            pq_attention_workspace_bytes(&as, len, nthreads) + T * c->hidden * sizeof(float);
 }
 
