@@ -21,6 +21,7 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -pthread -I. -Wall -Wextra -Wno-unused-parameter"
 AVX2_FLAGS="-mavx2 -mfma -mf16c"
 AVX512_FLAGS=$(sed -n 's/^AVX512_FLAGS *:= *//p' Makefile)
+SHANI_FLAGS=$(sed -n 's/^SHANI_FLAGS *:= *//p' Makefile)
 LIBS="-ljansson -lzstd -ldl -lm -pthread"
 
 command -v "$CLANG" >/dev/null || { echo "run_fuzzers: $CLANG not found" >&2; exit 2; }
@@ -33,6 +34,7 @@ for src in common/*.c formats/*.c formats/tokenizer/*.c kernels/*.c eval/*.c cal
     case $src in
         *_avx2.c) isa=$AVX2_FLAGS ;;
         *_avx512.c) isa=$AVX512_FLAGS ;;
+        *_shani.c) isa=$SHANI_FLAGS ;;
         *) isa="" ;;
     esac
     obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
