@@ -169,7 +169,7 @@ static pq_status ensure_ws(drv *v, const pq_layer *L) {
 static pq_status pass(drv *v, int l, int measure) {
     const pq_config *c = &v->m->cfg;
     pq_layer *L = &v->m->layers[l];
-    pq_block_hooks hooks = {on_input, v};
+    pq_block_hooks hooks = {on_input, v, 1}; // a measuring pass runs on a copy of X: its output is dropped
     size_t win = (size_t)v->d->len * c->hidden;
     double t0 = pq_now(), t_stats0 = v->r->t_stats;
     if (v->blocks) {

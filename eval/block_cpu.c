@@ -124,6 +124,7 @@ void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, floa
     pq_linear_forward_group(gate_up, (float *const[]){s->gate, s->up}, 2, s->xn, T, s->lin_ws, pool);
     run_op(pool, (op_job){.kind = OP_SWIGLU, .T = T, .n = c->intermediate, .y = s->gate, .x = s->up});
     hook(hooks, layer, PQ_DOWN, s->gate, T, c->intermediate);
+    if (hooks && hooks->inputs_only) return;
     pq_linear_forward(&L->lin[PQ_DOWN], s->gate, T, s->out, s->lin_ws, pool);
     run_op(pool, (op_job){.kind = OP_ADD, .T = T, .n = H, .y = x, .x = s->out});
 }

@@ -12,9 +12,12 @@
 
 // Called with the input of each group of linears that share it: slot PQ_Q
 // (q/k/v input), PQ_O, PQ_GATE (gate/up input), PQ_DOWN. x is [T][cols].
+// inputs_only: the caller wants the inputs alone, so the block stops after
+// PQ_DOWN's (no down_proj, no residual add: x is left half-updated).
 typedef struct {
     void (*linear_input)(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols);
     void *ud;
+    int inputs_only;
 } pq_block_hooks;
 
 // Scratch for blocks of up to max_T tokens attending over up to max_ctx positions.

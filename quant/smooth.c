@@ -268,7 +268,7 @@ static void block_output(pq_smooth *S, const pq_layer *L, int g, int k) {
 }
 
 static void take_sample(pq_smooth *S) {
-    pq_block_hooks h = {on_input, S};
+    pq_block_hooks h = {on_input, S, 0}; // whole blocks: their outputs are the reference (yref)
     size_t win = (size_t)S->len * S->c->hidden;
     memset(S->ns, 0, sizeof S->ns);
     for (int k = 0; k < S->K; k++) {
