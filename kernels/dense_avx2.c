@@ -6,25 +6,13 @@
 #include "kernels/linear.h"
 #include "kernels/simd.h"
 
-// 8 elements starting at p widened to f32
-PQ_INLINE __m256 load8(pq_dense_type dt, const void *w, size_t i) {
-    switch (dt) {
-    case PQ_DENSE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-    case PQ_DENSE_BF16:
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i))), 16));
-    case PQ_DENSE_F32: break;
-    }
-    return _mm256_loadu_ps((const float *)w + i);
-}
-
 void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n, float *out) {
     if (dt == PQ_DENSE_F32) {
         memcpy(out, (const float *)w + (size_t)r0 * cols, (size_t)n * cols * sizeof(float));
         return;
     }
     size_t base = (size_t)r0 * cols, total = (size_t)n * cols, i = 0;
-    for (; i + 8 <= total; i += 8) _mm256_storeu_ps(out + i, load8(dt, w, base + i));
+    for (; i + 8 <= total; i += 8) _mm256_storeu_ps(out + i, pq_dense_load8(dt, w, base + i));
     for (; i < total; i++) out[i] = pq_dense_at(dt, w, base + i);
 }
 
@@ -41,21 +29,21 @@ PQ_INLINE int gemv1_rows4(pq_dense_type dt, const void *w, int cols, int r0, int
         int c = 0;
         for (; c + 16 <= cols; c += 16) {
             __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
-            a0 = _mm256_fmadd_ps(load8(dt, w, w0 + c), x0, a0);
-            b0 = _mm256_fmadd_ps(load8(dt, w, w0 + c + 8), x1, b0);
-            a1 = _mm256_fmadd_ps(load8(dt, w, w1 + c), x0, a1);
-            b1 = _mm256_fmadd_ps(load8(dt, w, w1 + c + 8), x1, b1);
-            a2 = _mm256_fmadd_ps(load8(dt, w, w2 + c), x0, a2);
-            b2 = _mm256_fmadd_ps(load8(dt, w, w2 + c + 8), x1, b2);
-            a3 = _mm256_fmadd_ps(load8(dt, w, w3 + c), x0, a3);
-            b3 = _mm256_fmadd_ps(load8(dt, w, w3 + c + 8), x1, b3);
+            a0 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w0 + c), x0, a0);
+            b0 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w0 + c + 8), x1, b0);
+            a1 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w1 + c), x0, a1);
+            b1 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w1 + c + 8), x1, b1);
+            a2 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w2 + c), x0, a2);
+            b2 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w2 + c + 8), x1, b2);
+            a3 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w3 + c), x0, a3);
+            b3 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w3 + c + 8), x1, b3);
         }
         if (c + 8 <= cols) {
             __m256 x0 = _mm256_loadu_ps(x + c);
-            a0 = _mm256_fmadd_ps(load8(dt, w, w0 + c), x0, a0);
-            a1 = _mm256_fmadd_ps(load8(dt, w, w1 + c), x0, a1);
-            a2 = _mm256_fmadd_ps(load8(dt, w, w2 + c), x0, a2);
-            a3 = _mm256_fmadd_ps(load8(dt, w, w3 + c), x0, a3);
+            a0 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w0 + c), x0, a0);
+            a1 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w1 + c), x0, a1);
+            a2 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w2 + c), x0, a2);
+            a3 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w3 + c), x0, a3);
             c += 8;
         }
         float s[4] = {pq_hsum_ps(_mm256_add_ps(a0, b0)), pq_hsum_ps(_mm256_add_ps(a1, b1)),
@@ -84,7 +72,7 @@ void pq_dense_gemv_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n
         for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
         int c = 0;
         for (; c + 16 <= cols; c += 16) {
-            __m256 w0 = load8(dt, w, row + c), w1 = load8(dt, w, row + c + 8);
+            __m256 w0 = pq_dense_load8(dt, w, row + c), w1 = pq_dense_load8(dt, w, row + c + 8);
             for (int t = 0; t < T; t++) {
                 const float *xt = x + (size_t)t * cols + c;
                 acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), acc[t][0]);

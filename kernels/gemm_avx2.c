@@ -57,18 +57,6 @@ PQ_INLINE void transpose8_store(__m256 r[8], float *dst, size_t ldd) {
     }
 }
 
-// 8 elements of a dense row from element i, widened to f32 (exact).
-PQ_INLINE __m256 load8(pq_dense_type dt, const void *w, size_t i) {
-    switch (dt) {
-    case PQ_DENSE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-    case PQ_DENSE_BF16:
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i))), 16));
-    case PQ_DENSE_F32: break;
-    }
-    return _mm256_loadu_ps((const float *)w + i);
-}
-
 void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp) {
     int h = nr / 2, n8 = n / 8 * 8, k8 = K / 8 * 8;
     size_t es = dt == PQ_DENSE_F32 ? 4 : 2;
@@ -82,7 +70,7 @@ void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int
             if (k % 32 == 0) // one line ahead per 32 columns of each row: the weight comes from memory
                 for (int i = 0; i < 8; i++)
                     _mm_prefetch((const char *)w + (first + (size_t)i * K + k) * es + PACK_PREFETCH, _MM_HINT_T0);
-            for (int i = 0; i < 8; i++) v[i] = load8(dt, w, first + (size_t)i * K + k);
+            for (int i = 0; i < 8; i++) v[i] = pq_dense_load8(dt, w, first + (size_t)i * K + k);
             transpose8_store(v, dst + (size_t)k * h, (size_t)h);
         }
     for (int r = 0; r < n8; r += 8) {

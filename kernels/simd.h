@@ -56,6 +56,19 @@ PQ_INLINE int32_t pq_hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+// 8 elements of a dense weight (kernels/dense.h) from element i, widened
+// to f32 (exact).
+PQ_INLINE __m256 pq_dense_load8(pq_dense_type dt, const void *w, size_t i) {
+    switch (dt) {
+    case PQ_DENSE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+    case PQ_DENSE_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i))), 16));
+    case PQ_DENSE_F32: break;
+    }
+    return _mm256_loadu_ps((const float *)w + i);
+}
+
 // exp(x) per lane, within 2 ulp of expf: x = n ln2 + r with |r| <= ln2/2,
 // Cephes' degree-6 polynomial for e^r, then 2^n. NaN stays NaN; x is
 // clamped to [-87.33, 88.38] first (where 2^n is a normal float), so lanes
