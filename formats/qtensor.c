@@ -82,16 +82,6 @@ void pq_qtensor_free(pq_qtensor *q) {
     q->blocks = NULL, q->dense = NULL;
 }
 
-void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code) {
-    if (q->fmt == PQ_W_INT8) {
-        q->i8[(size_t)r * q->cols + c] = (int8_t)code;
-        return;
-    }
-    int per = pq_qpack_per_word(q->bits);
-    uint32_t *row = q->packed + (size_t)r * pq_qpack_words_per_row(q->cols, q->bits);
-    row[c / per] |= (uint32_t)(code + (1 << (q->bits - 1))) << ((c % per) * q->bits);
-}
-
 void pq_qtensor_set_codes(pq_qtensor *q, int r, int c0, int n, const float *codes) {
     if (q->fmt == PQ_W_INT8) {
         for (int i = 0; i < n; i++) q->i8[(size_t)r * q->cols + c0 + i] = (int8_t)codes[i];
@@ -104,6 +94,11 @@ void pq_qtensor_set_codes(pq_qtensor *q, int r, int c0, int n, const float *code
         *word |= (uint32_t)((int)codes[i] + bias) << (slot * q->bits);
         if (++slot == per) slot = 0, word++;
     }
+}
+
+void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code) {
+    float f = (float)code;
+    pq_qtensor_set_codes(q, r, c, 1, &f);
 }
 
 pq_linear pq_qtensor_linear(const pq_qtensor *q) {
