@@ -175,7 +175,6 @@ static void check_gemm_tile(pq_gemm_tile tl, const char *name, int T, int n, int
     PQ_CHECK(bad == 0, "gemm %s tile %dx%d T=%d n=%d K=%d == pq_gemm_ref bit for bit, column n untouched (%d bad rows)",
              name, tl.mr, tl.nr, T, n, K, bad);
     // the FMA chain itself against a double accumulator: |error| grows like sqrt(K) * 2^-24
-    double *d = malloc((size_t)T * n * sizeof(double));
     float *df = pq_alloc((size_t)T * n * 4), *gf = pq_alloc((size_t)T * n * 4);
     for (int t = 0; t < T; t++)
         for (int r = 0; r < n; r++) {
@@ -186,7 +185,6 @@ static void check_gemm_tile(pq_gemm_tile tl, const char *name, int T, int n, int
         }
     double e = pq_rel_l2(gf, df, (size_t)T * n);
     PQ_CHECK(e < 1e-5, "gemm %s T=%d n=%d K=%d vs double: rel L2 %.2e", name, T, n, K, e);
-    free(d);
     pq_free(df); pq_free(gf);
     pq_free(x); pq_free(w); pq_free(want); pq_free(got); pq_free(xp); pq_free(wp);
 }
