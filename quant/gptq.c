@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/blas.h"
+#include "kernels/cpu.h"
 #include "quant/linalg.h"
 #include "quant/rtn.h"
 
@@ -128,6 +129,17 @@ pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, con
 
 // ---- the column loop, on any grid -------------------------------------------
 
+void pq_gptq_rank1_ref(double *W, size_t ldw, const double *e, int rows, const double *u, int n) {
+    for (int k = 0; k < rows; k++)
+        for (int c = 0; c < n; c++) W[(size_t)k * ldw + c] -= e[k] * u[c];
+}
+
+void pq_gptq_rank1_cpu(double *W, size_t ldw, const double *e, int rows, const double *u, int n) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_gptq_rank1_avx512(W, ldw, e, rows, u, n);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_gptq_rank1_avx2(W, ldw, e, rows, u, n);
+    else pq_gptq_rank1_ref(W, ldw, e, rows, u, n);
+}
+
 // Columns per lazy batch: block_size, rounded to whole grids chosen on the fly.
 static int batch_len(int block_size, int cols, const pq_gptq_grid *g) {
     int b = block_size, G = g->group;
@@ -172,6 +184,7 @@ static void run_chunk(void *ctx, int ci, int tid) {
     const double *U = j->h->u;
     int r0 = ci * PQ_GPTQ_ROWS, r1 = r0 + PQ_GPTQ_ROWS < j->rows ? r0 + PQ_GPTQ_ROWS : j->rows, n = r1 - r0, bad = 0;
     float *f = j->fbuf + (size_t)ci * cols, x[PQ_GPTQ_ROWS], v[PQ_GPTQ_ROWS];
+    double e[PQ_GPTQ_ROWS];
     double *W = j->W + (size_t)r0 * cols, *E = j->E + (size_t)r0 * j->blen, loss = 0;
     for (int r = r0; r < r1; r++) {
         const float *wr = j->w + (size_t)r * cols;
@@ -200,10 +213,10 @@ static void run_chunk(void *ctx, int ci, int tid) {
             g->quantize(g->ctx, tid, r0, n, (fly ? i : perm[i]) / G, perm[i], x, v);
             const double *Ui = U + (size_t)i * cols;
             for (int k = 0; k < n; k++) {
-                double *Wr = W + (size_t)k * cols, err = (Wr[i] - (double)v[k]) / Ui[i];
-                E[(size_t)k * j->blen + i - i1] = err;
-                for (int c = i + 1; c < i2; c++) Wr[c] -= err * Ui[c];
+                e[k] = (W[(size_t)k * cols + i] - (double)v[k]) / Ui[i];
+                E[(size_t)k * j->blen + i - i1] = e[k];
             }
+            pq_gptq_rank1_cpu(W + i + 1, cols, e, n, Ui + i + 1, i2 - i - 1);
         }
         j->bad[ci] = bad;
         if (bad) return;

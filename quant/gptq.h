@@ -110,6 +110,15 @@ typedef struct {
     void *ctx;
 } pq_gptq_grid;
 
+// The column loop's update: W[k][c] -= e[k] * u[c] for k < rows, c < n
+// (ldw: W's row stride). Each element is one multiply and one subtract,
+// never fused, so every version gives the _ref's bits. _cpu runs the best
+// version this CPU has (kernels/cpu.h).
+void pq_gptq_rank1_ref(double *W, size_t ldw, const double *e, int rows, const double *u, int n);
+void pq_gptq_rank1_cpu(double *W, size_t ldw, const double *e, int rows, const double *u, int n);
+void pq_gptq_rank1_avx2(double *W, size_t ldw, const double *e, int rows, const double *u, int n);   // gptq_avx2.c
+void pq_gptq_rank1_avx512(double *W, size_t ldw, const double *e, int rows, const double *u, int n); // gptq_avx512.c
+
 // Workspace bytes of pq_gptq_run for lazy batches of at most `batch` columns.
 size_t pq_gptq_run_bytes(int rows, int cols, int batch);
 
