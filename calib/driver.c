@@ -112,6 +112,7 @@ typedef struct {
     double *inv_freq;
     pq_act_stats st[PQ_NGROUPS];
     int active[PQ_NGROUPS]; // measured in the current pass
+    int window;             // the window the current pass is at
     int on_gpu;             // X^T X accumulated and the block passes run on the GPU
     pq_xtx_cuda *gpu[PQ_NGROUPS];
     pq_calib_gpu *blocks;   // the GPU block passes (on_gpu): X lives on the device
@@ -119,6 +120,7 @@ typedef struct {
 
 static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
     drv *v = ud;
+    if (v->meth->sample) v->meth->sample(v->meth->ud, layer, v->window, slot, x, T, cols);
     for (int g = 0; g < PQ_NGROUPS; g++) {
         if (PQ_INPUT_GROUPS[g].input != slot || !v->active[g]) continue;
         double t0 = pq_now();
@@ -187,6 +189,7 @@ static pq_status pass(drv *v, int l, int measure) {
     PQ_TRY(ensure_ws(v, L));
     for (int w = 0; w < v->d->n; w++) {
         float *x = v->X + (size_t)w * win;
+        v->window = w;
         if (measure) x = memcpy(v->xw, x, win * sizeof(float));
         pq_block_forward_cpu(c, L, l, x, v->d->len, 0, v->kc, v->vc, &v->s, v->p->pool, measure ? &hooks : NULL);
     }

@@ -83,6 +83,10 @@ typedef struct {
     // It installs whatever the final pass should run into L (linears, norms);
     // L's pointers must stay valid until block_done returns.
     pq_status (*quantize_block)(void *ud, int layer, pq_layer *L, const pq_act_stats *st, const float *X);
+    // Optional, beside quantize_block: sees each group's input x [T][cols]
+    // of window `window` (0, 1, ... in order) as the block's measuring pass
+    // computes it, before that block's quantize_block.
+    void (*sample)(void *ud, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols);
     // Resume: installs the quantized linears of a block an earlier run finished.
     pq_status (*load_block)(void *ud, int layer, pq_layer *L);
     // Block `layer` has run quantized over every window (resumed: it was

@@ -256,6 +256,11 @@ static pq_status quantize_block(void *ud, int layer, pq_layer *L, const pq_act_s
     return r->hooks.quantize_block(r->hooks.ud, layer, L, st, X);
 }
 
+static void sample(void *ud, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols) {
+    run *r = ud;
+    r->hooks.sample(r->hooks.ud, layer, window, slot, x, T, cols);
+}
+
 // Resume: a finished block as it was written (AWQ: the source block, which is what it propagates).
 static pq_status load_block(void *ud, int layer, pq_layer *L) {
     run *r = ud;
@@ -321,6 +326,7 @@ static pq_status drive(run *r, pq_status (*block_done)(void *, int, int)) {
                             .gpu_work_bytes = r->hooks.gpu_work_bytes,
                             .quantize_group = r->hooks.quantize_group ? quantize_group : NULL,
                             .quantize_block = r->hooks.quantize_block ? quantize_block : NULL,
+                            .sample = r->hooks.sample ? sample : NULL,
                             .load_block = load_block, .block_done = block_done, .ud = r};
     pq_calib_run_params rp = {.true_sequential = r->q->gptq.true_sequential, .pool = r->pool, .device = r->q->device,
                               .first_block = r->blocks_done};

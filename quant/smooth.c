@@ -94,10 +94,12 @@ struct pq_smooth {
     pq_block_scratch rs;               // one window through the block
     float *kc, *vc, *xw;
     double *inv_freq;
-    float *yref;                       // [K][len][hidden] the unquantized block's output
-    float *att, *h;                    // [K][len][q dim] o_proj's input, [K][len][hidden] the residual after it
+    int ref;                           // the search scores whole blocks (AWQ, SmoothQuant's alpha auto):
+    float *yref;                       //   [K][len][hidden] the unquantized block's output
+    float *att, *h;                    //   [K][len][q dim] o_proj's input, [K][len][hidden] the residual after it
     float *xs[PQ_NGROUPS];             // [cap][cols] sampled inputs of each group
     int ns[PQ_NGROUPS], base;          // rows sampled, sample tokens seen before this window
+    int sampled_layer;                 // the block the rows sampled are of (pq_smooth_sample)
     float *cand[3];                    // a group's linears as candidates, [rows][cols] each
     float *s_cols, *xd, *y, *y0;       // [cols]; [cap][cols]; [cap][rows] x2
     float *stat, *wmax, *tmp;          // [widest] per-scale statistics
@@ -165,7 +167,8 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     PQ_FAIL_IF(!S, PQ_ERR_NOMEM, "out of memory");
     const pq_config *c = &cfg->m->cfg;
     const pq_layer *L0 = &cfg->m->layers[0];
-    S->cfg = *cfg, S->c = c, S->len = d->len;
+    S->cfg = *cfg, S->c = c, S->len = d->len, S->sampled_layer = -1;
+    S->ref = cfg->kind == PQ_SMOOTH_AWQ || (cfg->kind == PQ_SMOOTH_SQ && cfg->p.alpha == PQ_ALPHA_AUTO);
     S->K = (int)(((long long)cfg->p.search_tokens + d->len - 1) / d->len);
     S->K = S->K < d->n ? S->K : d->n;
     long long toks = (long long)S->K * d->len;
@@ -186,8 +189,9 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     }
 #define ALLOC(p, n) (bytes += (n), ((p) = pq_alloc(n)) != NULL)
     int ok = ALLOC(S->kc, d->len * kvd * 4) && ALLOC(S->vc, d->len * kvd * 4) && ALLOC(S->xw, win * 4) &&
-             ALLOC(S->yref, (size_t)S->K * win * 4) && ALLOC(S->h, (size_t)S->K * win * 4) &&
-             ALLOC(S->att, (size_t)S->K * d->len * c->n_heads * c->head_dim * 4) && ALLOC(S->s_cols, (size_t)widest * 4) &&
+             (!S->ref || (ALLOC(S->yref, (size_t)S->K * win * 4) && ALLOC(S->h, (size_t)S->K * win * 4) &&
+                          ALLOC(S->att, (size_t)S->K * d->len * c->n_heads * c->head_dim * 4))) &&
+             ALLOC(S->s_cols, (size_t)widest * 4) &&
              ALLOC(S->xd, (size_t)S->cap * widest * 4) && ALLOC(S->y, (size_t)S->cap * tallest * 4) &&
              ALLOC(S->y0, (size_t)S->cap * tallest * 4) && ALLOC(S->stat, (size_t)widest * 4) &&
              ALLOC(S->wmax, (size_t)widest * 4) && ALLOC(S->tmp, (size_t)widest * 4);
@@ -221,7 +225,7 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
 static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
     pq_smooth *S = ud;
     int g = pq_fold_group_of(slot);
-    if (slot == PQ_O) memcpy(S->att + (size_t)S->base * cols, x, (size_t)T * cols * sizeof(float));
+    if (slot == PQ_O && S->ref) memcpy(S->att + (size_t)S->base * cols, x, (size_t)T * cols * sizeof(float));
     for (int t = 0; t < T; t++)
         if ((S->base + t) % S->stride == 0 && S->ns[g] < S->cap)
             memcpy(S->xs[g] + (size_t)S->ns[g]++ * cols, x + (size_t)t * cols, (size_t)cols * sizeof(float));
@@ -267,7 +271,19 @@ static void block_output(pq_smooth *S, const pq_layer *L, int g, int k) {
     mlp_residual(S, L, S->xw);
 }
 
+void pq_smooth_sample(void *ud, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols) {
+    pq_smooth *S = ud;
+    if (S->ref || window >= S->K) return;
+    if (layer != S->sampled_layer) memset(S->ns, 0, sizeof S->ns), S->sampled_layer = layer;
+    S->base = window * S->len;
+    on_input(S, layer, slot, x, T, cols);
+}
+
+// The sampled inputs and, where the search scores whole blocks, the
+// unquantized block's outputs on the first K windows (else the driver's
+// measuring pass sampled the inputs: pq_smooth_sample).
 static void take_sample(pq_smooth *S) {
+    if (!S->ref) return;
     pq_block_hooks h = {on_input, S, 0}; // whole blocks: their outputs are the reference (yref)
     size_t win = (size_t)S->len * S->c->hidden;
     memset(S->ns, 0, sizeof S->ns);

@@ -151,4 +151,10 @@ void pq_smooth_free(pq_smooth *S); // NULL-safe
 // quantizes and emits block `layer`, installs what the final pass runs.
 pq_status pq_smooth_quantize_block(void *S, int layer, pq_layer *L, const pq_act_stats *st, const float *X);
 
+// The driver's sample hook with S as ud: where the search does not score
+// whole blocks (SmoothQuant at a fixed alpha, static activation scales
+// alone) the sampled inputs come from the driver's measuring pass instead
+// of a pass of S's own.
+void pq_smooth_sample(void *S, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols);
+
 #endif
