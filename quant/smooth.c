@@ -282,8 +282,10 @@ void pq_smooth_sample(void *ud, int layer, int window, pq_linear_slot slot, cons
 // The sampled inputs and, where the search scores whole blocks, the
 // unquantized block's outputs on the first K windows (else the driver's
 // measuring pass sampled the inputs: pq_smooth_sample).
-static void take_sample(pq_smooth *S) {
-    if (!S->ref) return;
+static pq_status take_sample(pq_smooth *S) {
+    PQ_FAIL_IF(!S->ref && S->sampled_layer != S->layer, PQ_ERR_ARG,
+               "layer %d: no inputs sampled (the driver's sample hook is not pq_smooth_sample)", S->layer);
+    if (!S->ref) return PQ_OK;
     pq_block_hooks h = {on_input, S, 0}; // whole blocks: their outputs are the reference (yref)
     size_t win = (size_t)S->len * S->c->hidden;
     memset(S->ns, 0, sizeof S->ns);
@@ -293,6 +295,7 @@ static void take_sample(pq_smooth *S) {
         memcpy(S->yref + (size_t)k * win, S->xw, win * sizeof(float));
         attn_residual(S, S->L, k, S->h + (size_t)k * win);
     }
+    return PQ_OK;
 }
 
 // ---- losses ---------------------------------------------------------------------
@@ -503,7 +506,7 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
     pq_fold_block_free(&S->b);
     S->layer = layer, S->L = L, S->X = X, S->st = st;
     PQ_TRY(pq_fold_block_load(c, L, layer, S->cfg.m->dir, &S->b));
-    take_sample(S);
+    PQ_TRY(take_sample(S));
     for (int g = 0; g < PQ_NGROUPS; g++) {
         S->g = g;
         S->sc.scale[g] = S->scale_buf[g]; // NULL: not smoothed (no smoothing method, or no fold: o under GQA)

@@ -356,7 +356,7 @@ static pq_status on_block(void *ud, int layer, const pq_block_scales *sc, const 
         c->finite &= c->act_static ? sc->act_scale[g] > 0 && isfinite(sc->act_scale[g]) : sc->act_scale[g] == 0;
         for (int i = 0; sc->scale[g] && i < 16; i++) c->finite &= isfinite(sc->scale[g][i]) && sc->scale[g][i] > 0;
     }
-    for (int k = 0; k < PQ_NLINEAR; k++) c->finite &= isfinite(qb->out_err[k]) && qb->out_err[k] >= 0;
+    for (int k = 0; k < PQ_NLINEAR; k++) c->finite &= isfinite(qb->out_err[k]) && qb->out_err[k] > 0; // rows were sampled
     if (qb->attn_norm)
         for (int i = 0; i < 64; i++) c->finite &= isfinite(qb->attn_norm[i]);
     return PQ_OK;
@@ -388,14 +388,20 @@ static void test_dead_channel(pq_pool *pool) {
         size_t work;
         pq_status st = pq_smooth_create(&cfg, &d, &S, &work);
         pq_calib_method meth = {.stats = PQ_STAT_ABS, .quantize_block = pq_smooth_quantize_block,
-                                .block_done = pass_done, .ud = S};
+                                .sample = pq_smooth_sample, .block_done = pass_done, .ud = S};
         pq_calib_run_params rp = {.pool = pool, .device = PQ_DEVICE_CPU};
         pq_calib_report rep;
         if (st == PQ_OK) st = pq_calib_run(m, &d, &meth, &rp, &rep);
         PQ_CHECK(st == PQ_OK && col.blocks == 2 && col.finite,
                  "%s through the driver, input_layernorm[7] and post_attention_layernorm[9] zero (dead channels): "
-                 "finite scales, norms and output errors in every block%s%s", names[k], st ? ": " : "",
+                 "finite scales, norms and output errors (> 0) in every block%s%s", names[k], st ? ": " : "",
                  st ? pq_last_error() : "");
+        if (!k && S) { // without the sample hook a fixed-alpha SmoothQuant has nothing to measure errors on
+            meth.sample = NULL;
+            st = pq_calib_run(m, &d, &meth, &rp, &rep);
+            PQ_CHECK(st == PQ_ERR_ARG && strstr(pq_last_error(), "no inputs sampled"),
+                     "smoothquant through a driver without the sample hook: PQ_ERR_ARG (%s)", pq_last_error());
+        }
         pq_smooth_free(S);
     }
     pq_calib_data_free(&d);
