@@ -17,6 +17,10 @@ the whole file tokenized without special tokens, window k = [BOS] +
 stream[k (L - 1) .. k (L - 1) + L - 1) when the tokenizer adds a BOS, else
 stream[k L .. (k + 1) L): the same token windows pq calibrates on.
 
+The model loads in its checkpoint's dtype (F16: the peer's forward passes
+run in F16 and its scales are F16, as pq's), or in PQ_BENCH_LLMC_DTYPE
+(e.g. float32) when that is set.
+
 Prints, flushed as they happen, "layer I SECONDS" when the calibration
 reaches decoder layer I (seconds since the job started, the model loaded),
 so that a run stopped by a time limit still tells its per-layer rate, then
@@ -82,7 +86,8 @@ def main():
     from llmcompressor import oneshot
     torch.set_num_threads(threads)
     mods = recipe(job)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+    dtype = os.environ.get("PQ_BENCH_LLMC_DTYPE", "auto")  # "float32": the peer computes in f32 (f32 scales)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype if dtype == "auto" else getattr(torch, dtype))
     start = time.monotonic()
     seen = set()
 
