@@ -91,10 +91,10 @@ struct pq_smooth {
     pq_smooth_config cfg;
     const pq_config *c;
     int len, K, stride, cap;           // tokens per window, sample windows, token stride, sampled rows
-    pq_block_scratch rs;               // one window through the block
+    int ref;                           // the search scores whole blocks (AWQ, SmoothQuant's alpha auto); only then:
+    pq_block_scratch rs;               //   one window through the block
     float *kc, *vc, *xw;
     double *inv_freq;
-    int ref;                           // the search scores whole blocks (AWQ, SmoothQuant's alpha auto):
     float *yref;                       //   [K][len][hidden] the unquantized block's output
     float *att, *h;                    //   [K][len][q dim] o_proj's input, [K][len][hidden] the residual after it
     float *xs[PQ_NGROUPS];             // [cap][cols] sampled inputs of each group
@@ -182,15 +182,20 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
         biggest = n > biggest ? n : biggest;
         tallest = max_i(tallest, L0->lin[k].rows);
     }
-    pq_status s = pq_block_scratch_init(&S->rs, c, d->len, d->len, pq_pool_size(cfg->pool), cfg->m->layers, 1, NULL);
+    // the block passes of a search that scores whole blocks
+    pq_status s = S->ref ? pq_block_scratch_init(&S->rs, c, d->len, d->len, pq_pool_size(cfg->pool), cfg->m->layers,
+                                                 1, NULL)
+                         : PQ_OK;
     if (s != PQ_OK) {
         free(S);
         return s;
     }
 #define ALLOC(p, n) (bytes += (n), ((p) = pq_alloc(n)) != NULL)
-    int ok = ALLOC(S->kc, d->len * kvd * 4) && ALLOC(S->vc, d->len * kvd * 4) && ALLOC(S->xw, win * 4) &&
-             (!S->ref || (ALLOC(S->yref, (size_t)S->K * win * 4) && ALLOC(S->h, (size_t)S->K * win * 4) &&
-                          ALLOC(S->att, (size_t)S->K * d->len * c->n_heads * c->head_dim * 4))) &&
+    int ok = (!S->ref || (ALLOC(S->kc, d->len * kvd * 4) && ALLOC(S->vc, d->len * kvd * 4) &&
+                          ALLOC(S->xw, win * 4) && ALLOC(S->yref, (size_t)S->K * win * 4) &&
+                          ALLOC(S->h, (size_t)S->K * win * 4) &&
+                          ALLOC(S->att, (size_t)S->K * d->len * c->n_heads * c->head_dim * 4) &&
+                          (S->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double))) != NULL)) &&
              ALLOC(S->s_cols, (size_t)widest * 4) &&
              ALLOC(S->xd, (size_t)S->cap * widest * 4) && ALLOC(S->y, (size_t)S->cap * tallest * 4) &&
              ALLOC(S->y0, (size_t)S->cap * tallest * 4) && ALLOC(S->stat, (size_t)widest * 4) &&
@@ -206,15 +211,16 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
             ok = ALLOC(S->sc.clip[k],
                        (size_t)L0->lin[k].rows * pq_awq_ngroups(&cfg->scheme, L0->lin[k].cols) * sizeof(float));
 #undef ALLOC
-    if (ok) ok = (S->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double))) != NULL;
     if (!ok) {
         pq_smooth_free(S);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the calibration search (%.1f MiB)", bytes / 1048576.0);
     }
-    pq_rope_params rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
-                         c->rope_high_freq_factor, c->rope_orig_max_pos};
-    pq_rope_inv_freq(&rp, c->head_dim, S->inv_freq);
-    pq_block_rope_prepare(&S->rs, S->inv_freq, c->head_dim, 0, d->len);
+    if (S->ref) {
+        pq_rope_params rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
+                             c->rope_high_freq_factor, c->rope_orig_max_pos};
+        pq_rope_inv_freq(&rp, c->head_dim, S->inv_freq);
+        pq_block_rope_prepare(&S->rs, S->inv_freq, c->head_dim, 0, d->len);
+    }
     *work_bytes = bytes + 2 * biggest * 4 * PQ_NLINEAR; // + the widened block and its quantized copy (at most)
     *out = S;
     return PQ_OK;
