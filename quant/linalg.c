@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels/blas.h"
+#include "kernels/cpu.h"
 
 #define NB PQ_LINALG_NB
 #define A(i, j) a[(size_t)(i) * lda + (j)]
@@ -68,14 +69,23 @@ typedef struct {
 // forward substitution row by row.
 static void chol_panel(void *ctx, int bi, int tid) {
     chol_job *j = ctx;
-    double *a = j->a;
-    int lda = j->n, k0 = j->k0, kb = j->kb, i0 = j->first + bi * NB, i1 = min_i(i0 + NB, j->n);
+    int i0 = j->first + bi * NB;
+    pq_chol_panel_cpu(j->a, j->n, i0, min_i(i0 + NB, j->n), j->k0, j->kb);
+}
+
+void pq_chol_panel_ref(double *a, int lda, int i0, int i1, int k0, int kb) {
     for (int i = i0; i < i1; i++)
         for (int c = 0; c < kb; c++) {
             double s = A(i, k0 + c);
             for (int m = 0; m < c; m++) s -= A(i, k0 + m) * A(k0 + c, k0 + m);
             A(i, k0 + c) = s / A(k0 + c, k0 + c);
         }
+}
+
+void pq_chol_panel_cpu(double *a, int lda, int i0, int i1, int k0, int kb) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_chol_panel_avx512(a, lda, i0, i1, k0, kb);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_chol_panel_avx2(a, lda, i0, i1, k0, kb);
+    else pq_chol_panel_ref(a, lda, i0, i1, k0, kb);
 }
 
 // Trailing row block bi: A[I][first : I's end] -= P_I P^T over those rows

@@ -26,6 +26,17 @@
 int pq_chol_lower(double *a, int n, pq_pool *pool);
 int pq_chol_lower_ref(double *a, int n);
 
+// The blocked Cholesky's panel step on rows [i0, i1): for each column
+// c < kb in order, A[i][k0 + c] = (A[i][k0 + c] - sum over m < c, in order,
+// of A[i][k0 + m] L[c][m]) / L[c][c], where L = A[k0:, k0:] is the factored
+// diagonal block (lda: the row stride, kb <= PQ_LINALG_NB). Each product
+// rounded, then subtracted (never fused): every version gives the _ref's
+// bits. _cpu runs the best version this CPU has (kernels/cpu.h).
+void pq_chol_panel_ref(double *a, int lda, int i0, int i1, int k0, int kb);
+void pq_chol_panel_cpu(double *a, int lda, int i0, int i1, int k0, int kb);
+void pq_chol_panel_avx2(double *a, int lda, int i0, int i1, int k0, int kb);   // linalg_avx2.c
+void pq_chol_panel_avx512(double *a, int lda, int i0, int i1, int k0, int kb); // linalg_avx512.c
+
 // Workspace bytes pq_trinv_lower and pq_inv_chol_upper need for order n.
 size_t pq_linalg_workspace_bytes(int n);
 

@@ -3,8 +3,8 @@
 # library and the CLI points down the layers of docs/ARCHITECTURE.md:
 #   common < kernels < formats (with formats/tokenizer) < eval < calib < quant < tools
 # and, inside quant/, down its own order:
-#   the algorithms (linalg, rtn (+ rtn_avx2), gptq (+ gptq_avx2, gptq_avx512), gptq_cuda, awq, smoothquant, fold,
-#   smooth, scales; hadamard, rotate, mixed, sensitivity, report, ggml_grid)
+#   the algorithms (linalg (+ linalg_avx2, linalg_avx512), rtn (+ rtn_avx2), gptq (+ gptq_avx2, gptq_avx512),
+#   gptq_cuda, awq, smoothquant, fold, smooth, scales; hadamard, rotate, mixed, sensitivity, report, ggml_grid)
 #   < the stage's types (quantize.h)
 #   < the method table (method.h, smooth_method, method_*)
 #   < the run's parts (journal, checkpoint, request)
@@ -33,7 +33,7 @@ function layer(path,   d) {
 }
 function quant_rank(path,   b) {
     b = path; sub(/.*\//, "", b); sub(/\.[a-z]+$/, "", b)
-    if (b ~ /^(linalg|rtn|rtn_avx2|gptq|gptq_avx2|gptq_avx512|gptq_cuda|gptq_cuda_none|awq|smoothquant|fold|smooth|scales|hadamard|rotate|mixed|sensitivity|report|ggml_grid)$/) return 0
+    if (b ~ /^(linalg|linalg_avx2|linalg_avx512|rtn|rtn_avx2|gptq|gptq_avx2|gptq_avx512|gptq_cuda|gptq_cuda_none|awq|smoothquant|fold|smooth|scales|hadamard|rotate|mixed|sensitivity|report|ggml_grid)$/) return 0
     if (b == "quantize") return 1
     if (b ~ /^(method|smooth_method|method_.*)$/) return 2
     if (b ~ /^(journal|checkpoint|request)$/) return 3
