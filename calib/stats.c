@@ -6,6 +6,7 @@
 
 #include "common/sys.h"
 #include "kernels/blas.h"
+#include "kernels/ops.h"
 
 #define TILE PQ_STATS_TILE
 #define ROWS PQ_STATS_ROWS
@@ -61,15 +62,8 @@ static void xtx_tile(void *ctx, int t, int tid) {
 // Columns [c0, c0 + TILE): |x| sums and maxima, tokens in order.
 static void abs_cols(void *ctx, int b, int tid) {
     add_job *j = ctx;
-    int cols = j->s->cols, c0 = b * TILE, c1 = min_i(c0 + TILE, cols);
-    for (int t = 0; t < j->T; t++) {
-        const float *xr = j->x + (size_t)t * cols;
-        for (int c = c0; c < c1; c++) {
-            float a = fabsf(xr[c]);
-            j->s->abs_sum[c] += a;
-            if (a > j->s->abs_max[c]) j->s->abs_max[c] = a;
-        }
-    }
+    int cols = j->s->cols, c0 = b * TILE;
+    pq_abs_stats_cpu(j->x, j->T, cols, c0, min_i(c0 + TILE, cols), j->s->abs_sum, j->s->abs_max);
 }
 
 void pq_act_stats_add(pq_act_stats *s, const float *x, int T, int what, pq_pool *pool) {

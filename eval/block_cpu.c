@@ -71,12 +71,12 @@ static void op_task(void *ctx, int i, int tid) {
     int t0 = i * OP_ROWS, nt = j->T - t0 < OP_ROWS ? j->T - t0 : OP_ROWS;
     size_t off = (size_t)t0 * j->n, len = (size_t)nt * j->n;
     switch (j->kind) {
-    case OP_RMSNORM: pq_rmsnorm_ref(j->x + off, j->w, nt, j->n, j->eps, j->y + off); break;
-    case OP_ADD: pq_add_ref(j->y + off, j->x + off, len); break;
+    case OP_RMSNORM: pq_rmsnorm_cpu(j->x + off, j->w, nt, j->n, j->eps, j->y + off); break;
+    case OP_ADD: pq_add_cpu(j->y + off, j->x + off, len); break;
     case OP_SWIGLU: pq_swiglu_cpu(j->y + off, j->x + off, len); break;
     case OP_ROPE: {
         size_t half = (size_t)j->head_dim / 2;
-        pq_rope_apply_ref(j->y + off, nt, j->n, j->heads, j->head_dim, j->cs + t0 * half, j->sn + t0 * half);
+        pq_rope_apply_cpu(j->y + off, nt, j->n, j->heads, j->head_dim, j->cs + t0 * half, j->sn + t0 * half);
         break;
     }
     }

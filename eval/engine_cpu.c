@@ -38,7 +38,7 @@ static pq_status cpu_forward(pq_backend *b, const int32_t *tokens, int T, int po
         float *kc = cb->kcache + (size_t)l * cb->max_ctx * kvd, *vc = cb->vcache + (size_t)l * cb->max_ctx * kvd;
         pq_block_forward_cpu(c, &m->layers[l], l, cb->x, T, pos0, kc, vc, &cb->s, cb->pool, NULL);
     }
-    pq_rmsnorm_ref(cb->x, m->final_norm, T, c->hidden, c->rms_eps, cb->x);
+    pq_rmsnorm_cpu(cb->x, m->final_norm, T, c->hidden, c->rms_eps, cb->x);
     return PQ_OK;
 }
 

@@ -21,6 +21,10 @@ size_t pq_gemm_x_floats(pq_gemm_tile tl, int T, int K) {
 }
 
 void pq_gemm_pack_x(pq_gemm_tile tl, const float *x, int T, int K, int b0, int nb, float *xp) {
+    if (tl.mr == PQ_GEMM_MR_AVX512 && pq_cpu_isa() >= PQ_ISA_AVX512) {
+        pq_gemm_pack_x_avx512(x, T, K, b0, nb, xp);
+        return;
+    }
     for (int b = b0; b < b0 + nb; b++) {
         float *dst = xp + (size_t)b * tl.mr * K;
         int t0 = b * tl.mr, mt = T - t0 < tl.mr ? T - t0 : tl.mr;

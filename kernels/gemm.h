@@ -57,6 +57,7 @@ void pq_gemm_ref(const float *x, int T, const float *w, int n, int K, float *y, 
 #define PQ_GEMM_NR_AVX2 16
 void pq_gemm_block_avx512(const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
 void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, float *y, int ldy);
+void pq_gemm_pack_x_avx512(const float *x, int T, int K, int b0, int nb, float *xp);
 // nr: 16 or 32; r0: a multiple of 8
 void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp);
 

@@ -38,19 +38,23 @@ void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, 
 // Bytes ahead of the packing's loads that it prefetches in each row.
 #define PACK_PREFETCH 512
 
-// r[0..8) transposed, stored to dst + i * ldd for i < 8.
+// r[0..8) transposed, stored to dst + i * ldd for i < 8 (the loops
+// unrolled, so that r and t stay in registers).
 PQ_INLINE void transpose8_store(__m256 r[8], float *dst, size_t ldd) {
     __m256 t[8];
+#pragma GCC unroll 4
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     }
+#pragma GCC unroll 2
     for (int i = 0; i < 8; i += 4) {
         r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
         r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
         r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
         r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
         _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
@@ -68,8 +72,10 @@ void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int
             size_t first = (size_t)(row + r) * K;
             __m256 v[8];
             if (k % 32 == 0) // one line ahead per 32 columns of each row: the weight comes from memory
+#pragma GCC unroll 8
                 for (int i = 0; i < 8; i++)
                     _mm_prefetch((const char *)w + (first + (size_t)i * K + k) * es + PACK_PREFETCH, _MM_HINT_T0);
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i++) v[i] = pq_dense_load8(dt, w, first + (size_t)i * K + k);
             transpose8_store(v, dst + (size_t)k * h, (size_t)h);
         }

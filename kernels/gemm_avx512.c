@@ -29,3 +29,30 @@ void pq_gemm_block_avx512(const float *xb, const float *wp, int K, int mt, int n
             _mm512_mask_storeu_ps(y + (size_t)i * ldy + 16, m1, hi[i]);
         }
 }
+
+// pq_gemm_pack_x for the 12-token blocks: 4 columns k at a time are 48
+// consecutive floats of the block, gathered as 3 vectors (element e is
+// token e % 12 of column k + e / 12). A short last block goes element by
+// element.
+void pq_gemm_pack_x_avx512(const float *x, int T, int K, int b0, int nb, float *xp) {
+    __m512i idx[3];
+    for (int v = 0; v < 3; v++) {
+        int e[16];
+        for (int l = 0; l < 16; l++) e[l] = (16 * v + l) % MR * K + (16 * v + l) / MR;
+        idx[v] = _mm512_loadu_si512(e);
+    }
+    for (int b = b0; b < b0 + nb; b++) {
+        float *dst = xp + (size_t)b * MR * K;
+        int t0 = b * MR, mt = T - t0 < MR ? T - t0 : MR;
+        const float *src = x + (size_t)t0 * K;
+        int k = 0;
+        if (mt == MR)
+            for (; k + 4 <= K; k += 4)
+                for (int v = 0; v < 3; v++)
+                    _mm512_storeu_ps(dst + (size_t)k * MR + 16 * v, _mm512_i32gather_ps(idx[v], src + k, 4));
+        for (; k < K; k++) {
+            for (int i = 0; i < mt; i++) dst[(size_t)k * MR + i] = src[(size_t)i * K + k];
+            for (int i = mt; i < MR; i++) dst[(size_t)k * MR + i] = 0.0f;
+        }
+    }
+}

@@ -77,3 +77,40 @@ void pq_swiglu_cpu(float *gate, const float *up, size_t n) {
 void pq_add_ref(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
+
+void pq_abs_stats_ref(const float *x, int T, int cols, int c0, int c1, double *sum, float *max) {
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * cols;
+        for (int c = c0; c < c1; c++) {
+            float a = fabsf(xr[c]);
+            sum[c] += a;
+            if (a > max[c]) max[c] = a;
+        }
+    }
+}
+
+// ---- dispatch -------------------------------------------------------------
+
+void pq_rmsnorm_cpu(const float *x, const float *w, int T, int n, float eps, float *y) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_rmsnorm_avx512(x, w, T, n, eps, y);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_rmsnorm_avx2(x, w, T, n, eps, y);
+    else pq_rmsnorm_ref(x, w, T, n, eps, y);
+}
+
+void pq_rope_apply_cpu(float *x, int T, int stride, int n_heads, int head_dim, const float *cs, const float *sn) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_rope_apply_avx512(x, T, stride, n_heads, head_dim, cs, sn);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_rope_apply_avx2(x, T, stride, n_heads, head_dim, cs, sn);
+    else pq_rope_apply_ref(x, T, stride, n_heads, head_dim, cs, sn);
+}
+
+void pq_add_cpu(float *y, const float *x, size_t n) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_add_avx512(y, x, n);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_add_avx2(y, x, n);
+    else pq_add_ref(y, x, n);
+}
+
+void pq_abs_stats_cpu(const float *x, int T, int cols, int c0, int c1, double *sum, float *max) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_abs_stats_avx512(x, T, cols, c0, c1, sum, max);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_abs_stats_avx2(x, T, cols, c0, c1, sum, max);
+    else pq_abs_stats_ref(x, T, cols, c0, c1, sum, max);
+}

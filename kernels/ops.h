@@ -1,14 +1,21 @@
 // kernels/ops.h — the elementwise and normalization ops of a Llama block.
-// Plain C (the compiler vectorizes them), except SwiGLU, whose exp has
-// AVX2 / AVX-512 versions. They are also the specification of the CUDA versions.
+// The _ref versions are plain C and the specification (of the CUDA versions
+// too); the _cpu versions run the AVX2 / AVX-512 ones (kernels/ops_avx2.c,
+// ops_avx512.c) where the CPU has them. Those equal the _ref bit for bit,
+// except SwiGLU's exp (below): each output is computed by the same
+// operations in the same order, only several at once.
 #ifndef PQ_OPS_H
 #define PQ_OPS_H
 
 #include <stddef.h>
 
 // y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w  for T rows of n (HF LlamaRMSNorm
-// in fp32). y may alias x.
+// in fp32; the sum of squares in double, in order). y may alias x. The
+// vector versions run the sums of 8 (4) rows side by side.
 void pq_rmsnorm_ref(const float *x, const float *w, int T, int n, float eps, float *y);
+void pq_rmsnorm_cpu(const float *x, const float *w, int T, int n, float eps, float *y);
+void pq_rmsnorm_avx2(const float *x, const float *w, int T, int n, float eps, float *y);
+void pq_rmsnorm_avx512(const float *x, const float *w, int T, int n, float eps, float *y);
 
 // RoPE inverse frequencies for head_dim (out[head_dim/2]): theta^(-2i/d),
 // with Llama 3 "rope_scaling" applied when llama3 != 0.
@@ -28,6 +35,12 @@ void pq_rope_table(const double *inv_freq, int head_dim, int pos0, int T, float 
 // pairs (i, i + head_dim/2)). x is [T][stride], head h at x + h*head_dim.
 void pq_rope_apply_ref(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
                        const float *sn);
+void pq_rope_apply_cpu(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
+                       const float *sn);
+void pq_rope_apply_avx2(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
+                        const float *sn);
+void pq_rope_apply_avx512(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
+                          const float *sn);
 
 // gate[i] = silu(gate[i]) * up[i]  (SwiGLU), n elements. The _cpu version
 // computes exp with kernels/simd.h's vector exp (within 2 ulp of expf; its
@@ -39,5 +52,16 @@ void pq_swiglu_avx512(float *gate, const float *up, size_t n); // kernels/ops_av
 
 // y[i] += x[i]
 void pq_add_ref(float *y, const float *x, size_t n);
+void pq_add_cpu(float *y, const float *x, size_t n);
+void pq_add_avx2(float *y, const float *x, size_t n);
+void pq_add_avx512(float *y, const float *x, size_t n);
+
+// Columns c0..c1 of x [T][cols]: sum[c] += |x[t][c]| (in double) and
+// max[c] = the larger of max[c] and |x[t][c]| (a NaN changes neither), the
+// tokens in order (calib/stats.h's |x| statistics).
+void pq_abs_stats_ref(const float *x, int T, int cols, int c0, int c1, double *sum, float *max);
+void pq_abs_stats_cpu(const float *x, int T, int cols, int c0, int c1, double *sum, float *max);
+void pq_abs_stats_avx2(const float *x, int T, int cols, int c0, int c1, double *sum, float *max);
+void pq_abs_stats_avx512(const float *x, int T, int cols, int c0, int c1, double *sum, float *max);
 
 #endif

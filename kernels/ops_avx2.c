@@ -1,4 +1,6 @@
 // AVX2 versions of kernels/ops.h's element-wise ops.
+#include <math.h>
+
 #include "kernels/ops.h"
 #include "kernels/simd.h"
 
@@ -11,4 +13,80 @@ void pq_swiglu_avx2(float *gate, const float *up, size_t n) {
         _mm256_storeu_ps(gate + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
     }
     pq_swiglu_ref(gate + i, up + i, n - i);
+}
+
+// Lanes < left (at most 8) as a maskload / maskstore mask.
+PQ_INLINE __m256i first8(int left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+void pq_rmsnorm_avx2(const float *x, const float *w, int T, int n, float eps, float *y) {
+    const __m128i rows = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(n));
+    int t = 0;
+    for (; t + 4 <= T; t += 4) {
+        const float *xt = x + (size_t)t * n;
+        __m256d ss = _mm256_setzero_pd(); // lane l: row t + l's sum, in the _ref's order
+        for (int i = 0; i < n; i++) {
+            __m256d v = _mm256_cvtps_pd(_mm_i32gather_ps(xt + i, rows, 4));
+            ss = _mm256_add_pd(ss, _mm256_mul_pd(v, v)); // the product is exact in double
+        }
+        double s[4];
+        _mm256_storeu_pd(s, ss);
+        for (int l = 0; l < 4; l++) { // all 4 sums are taken before any row is written (y may be x)
+            const __m256 inv = _mm256_set1_ps((float)(1.0 / sqrt(s[l] / n + eps)));
+            const float *xr = xt + (size_t)l * n;
+            float *yr = y + (size_t)(t + l) * n;
+            for (int i = 0; i < n; i += 8) {
+                __m256i k = first8(n - i);
+                __m256 v = _mm256_mul_ps(_mm256_maskload_ps(xr + i, k), inv);
+                _mm256_maskstore_ps(yr + i, k, _mm256_mul_ps(_mm256_maskload_ps(w + i, k), v));
+            }
+        }
+    }
+    if (t < T) pq_rmsnorm_ref(x + (size_t)t * n, w, T - t, n, eps, y + (size_t)t * n);
+}
+
+void pq_rope_apply_avx2(float *x, int T, int stride, int n_heads, int head_dim, const float *cs,
+                        const float *sn) {
+    int half = head_dim / 2;
+    for (int t = 0; t < T; t++) {
+        const float *c = cs + (size_t)t * half, *s = sn + (size_t)t * half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)t * stride + (size_t)h * head_dim;
+            for (int i = 0; i < half; i += 8) {
+                __m256i k = first8(half - i);
+                __m256 a = _mm256_maskload_ps(v + i, k), b = _mm256_maskload_ps(v + half + i, k);
+                __m256 ci = _mm256_maskload_ps(c + i, k), si = _mm256_maskload_ps(s + i, k);
+                _mm256_maskstore_ps(v + i, k, _mm256_sub_ps(_mm256_mul_ps(a, ci), _mm256_mul_ps(b, si)));
+                _mm256_maskstore_ps(v + half + i, k, _mm256_add_ps(_mm256_mul_ps(b, ci), _mm256_mul_ps(a, si)));
+            }
+        }
+    }
+}
+
+void pq_add_avx2(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    pq_add_ref(y + i, x + i, n - i);
+}
+
+// 8 columns at a time, their sums and maxima in registers over the tokens.
+// max(a, m) returns m when a is NaN and m on a tie: the _ref's a > m ? a : m.
+void pq_abs_stats_avx2(const float *x, int T, int cols, int c0, int c1, double *sum, float *max) {
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    int c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m256d slo = _mm256_loadu_pd(sum + c), shi = _mm256_loadu_pd(sum + c + 4);
+        __m256 m = _mm256_loadu_ps(max + c);
+        for (int t = 0; t < T; t++) {
+            __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + (size_t)t * cols + c), abs);
+            slo = _mm256_add_pd(slo, _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+            shi = _mm256_add_pd(shi, _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+            m = _mm256_max_ps(a, m);
+        }
+        _mm256_storeu_pd(sum + c, slo);
+        _mm256_storeu_pd(sum + c + 4, shi);
+        _mm256_storeu_ps(max + c, m);
+    }
+    if (c < c1) pq_abs_stats_ref(x, T, cols, c, c1, sum, max);
 }

@@ -191,7 +191,7 @@ static void head(pq_sens *s, int w, float *x, int ref, double *kl, double *nll) 
     const pq_config *c = s->c;
     const pq_model *m = s->p.m;
     int V = c->vocab;
-    pq_rmsnorm_ref(x, m->final_norm, s->len, c->hidden, c->rms_eps, x);
+    pq_rmsnorm_cpu(x, m->final_norm, s->len, c->hidden, c->rms_eps, x);
     pq_linear_forward(&m->lm_head, x, s->len, s->logits, s->s.lin_ws, s->p.pool);
     const int32_t *tok = s->p.calib->tokens + (size_t)w * s->p.calib->len;
     for (int t = 0; t < s->len; t++) {

@@ -249,19 +249,19 @@ static void attn_residual(pq_smooth *S, const pq_layer *L, int k, float *h) {
     size_t win = (size_t)S->len * S->c->hidden, qd = (size_t)S->c->n_heads * S->c->head_dim;
     memcpy(h, S->X + (size_t)k * win, win * sizeof(float));
     pq_linear_forward(&L->lin[PQ_O], S->att + (size_t)k * S->len * qd, S->len, S->rs.out, S->rs.lin_ws, S->cfg.pool);
-    pq_add_ref(h, S->rs.out, win);
+    pq_add_cpu(h, S->rs.out, win);
 }
 
 // The MLP half of the block (eval/block_cpu.c) on h [len][hidden], in place.
 static void mlp_residual(pq_smooth *S, const pq_layer *L, float *h) {
     const pq_config *c = S->c;
     pq_block_scratch *s = &S->rs;
-    pq_rmsnorm_ref(h, L->mlp_norm, S->len, c->hidden, c->rms_eps, s->xn);
+    pq_rmsnorm_cpu(h, L->mlp_norm, S->len, c->hidden, c->rms_eps, s->xn);
     pq_linear_forward(&L->lin[PQ_GATE], s->xn, S->len, s->gate, s->lin_ws, S->cfg.pool);
     pq_linear_forward(&L->lin[PQ_UP], s->xn, S->len, s->up, s->lin_ws, S->cfg.pool);
     pq_swiglu_ref(s->gate, s->up, (size_t)S->len * c->intermediate);
     pq_linear_forward(&L->lin[PQ_DOWN], s->gate, S->len, s->out, s->lin_ws, S->cfg.pool);
-    pq_add_ref(h, s->out, (size_t)S->len * c->hidden);
+    pq_add_cpu(h, s->out, (size_t)S->len * c->hidden);
 }
 
 // The output of block L on sample window k (in S->xw), when only group g's

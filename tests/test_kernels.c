@@ -300,6 +300,71 @@ static void check_attention(int n_heads, int n_kv, int hd, int T, int pos0, int 
     pq_pool_free(pool);
 }
 
+// The _cpu versions of RMSNorm, RoPE, the residual add and the |x|
+// statistics against their _ref bit for bit (the vector versions do the
+// _ref's operations in its order): row and column counts around the vector
+// widths, RMSNorm in place, statistics with NaN, infinities and -0.
+static int same_bits(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+static void check_ops(void) {
+    const char *isa = pq_isa_name(pq_cpu_isa());
+    int Ts[] = {1, 3, 8, 13, 37}, ns[] = {5, 64, 172, 576};
+    int bad = 0, cases = 0;
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 4; b++) {
+            int T = Ts[a], n = ns[b];
+            size_t tn = (size_t)T * n;
+            float *x = pq_alloc(tn * 4), *w = pq_alloc((size_t)n * 4), *y0 = pq_alloc(tn * 4), *y1 = pq_alloc(tn * 4);
+            pq_test_fill(x, tn, 3.0f);
+            pq_test_fill(w, n, 1.0f);
+            pq_rmsnorm_ref(x, w, T, n, 1e-5f, y0);
+            pq_rmsnorm_cpu(x, w, T, n, 1e-5f, y1);
+            bad += !same_bits(y0, y1, tn * 4);
+            memcpy(y1, x, tn * 4);
+            pq_rmsnorm_cpu(y1, w, T, n, 1e-5f, y1); // in place
+            bad += !same_bits(y0, y1, tn * 4);
+            memcpy(y0, x, tn * 4), memcpy(y1, x, tn * 4);
+            pq_add_ref(y0, w, (size_t)n), pq_add_cpu(y1, w, (size_t)n);
+            bad += !same_bits(y0, y1, tn * 4);
+            cases += 3;
+            pq_free(x); pq_free(w); pq_free(y0); pq_free(y1);
+        }
+    PQ_CHECK(bad == 0, "rmsnorm (in place too) and add %s == _ref bit for bit (%d of %d cases differ)", isa, bad, cases);
+    int dims[][3] = {{64, 9, 576}, {20, 3, 70}, {6, 2, 12}, {128, 2, 300}}; // head_dim, heads, stride
+    bad = 0;
+    for (int d = 0; d < 4; d++) {
+        int hd = dims[d][0], heads = dims[d][1], stride = dims[d][2], T = 11;
+        float *x0 = pq_alloc((size_t)T * stride * 4), *x1 = pq_alloc((size_t)T * stride * 4);
+        float *cs = pq_alloc((size_t)T * hd / 2 * 4), *sn = pq_alloc((size_t)T * hd / 2 * 4);
+        pq_test_fill(x0, (size_t)T * stride, 2.0f);
+        pq_test_fill(cs, (size_t)T * hd / 2, 1.0f);
+        pq_test_fill(sn, (size_t)T * hd / 2, 1.0f);
+        memcpy(x1, x0, (size_t)T * stride * 4);
+        pq_rope_apply_ref(x0, T, stride, heads, hd, cs, sn);
+        pq_rope_apply_cpu(x1, T, stride, heads, hd, cs, sn);
+        bad += !same_bits(x0, x1, (size_t)T * stride * 4);
+        pq_free(x0); pq_free(x1); pq_free(cs); pq_free(sn);
+    }
+    PQ_CHECK(bad == 0, "rope %s == _ref bit for bit, the columns past the heads untouched (%d of 4 shapes differ)", isa,
+             bad);
+    bad = 0;
+    int T = 29, cols = 300, ranges[][2] = {{0, 300}, {0, 256}, {256, 300}, {3, 40}, {17, 18}};
+    float *x = pq_alloc((size_t)T * cols * 4);
+    pq_test_fill(x, (size_t)T * cols, 5.0f);
+    x[3] = NAN, x[cols + 3] = 7.0f, x[5] = INFINITY, x[cols + 6] = -INFINITY, x[7] = -0.0f, x[2 * cols + 299] = NAN;
+    for (int r = 0; r < 5; r++) {
+        double s0[300], s1[300];
+        float m0[300], m1[300];
+        for (int c = 0; c < cols; c++) s0[c] = s1[c] = c * 0.25, m0[c] = m1[c] = c % 3 ? 0.5f : 0.0f;
+        pq_abs_stats_ref(x, T, cols, ranges[r][0], ranges[r][1], s0, m0);
+        pq_abs_stats_cpu(x, T, cols, ranges[r][0], ranges[r][1], s1, m1);
+        bad += !same_bits(s0, s1, sizeof s0) || !same_bits(m0, m1, sizeof m0);
+    }
+    PQ_CHECK(bad == 0, "abs stats %s == _ref bit for bit over column ranges, NaN / Inf / -0 included (%d of 5 differ)",
+             isa, bad);
+    pq_free(x);
+}
+
 static void check_rope(void) {
     // rotate_half on one head by hand: position 1, theta 10000, head_dim 4
     pq_rope_params rp = {10000.0f, 0, 0, 0, 0, 0};
@@ -360,6 +425,7 @@ int main(int argc, char **argv) {
         check_gemm();
         check_nll();
         check_swiglu();
+        check_ops();
         check_linear(PQ_DENSE_F16, 37, 517, 172, 2, 1);
         return pq_test_done();
     }
@@ -382,10 +448,11 @@ int main(int argc, char **argv) {
     check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
     check_attentions();
     check_rope();
+    check_ops();
     if (!getenv("PQ_ISA")) {
         pq_test_rerun_with_isa("attention", "scalar", "--attention"); // the portable decode head
-        pq_test_rerun_with_isa("gemm, nll and swiglu", "scalar", "--gemm"); // the portable packing and dispatch
-        if (pq_cpu_isa() == PQ_ISA_AVX512) pq_test_rerun_with_isa("gemm, nll and swiglu", "avx2", "--gemm");
+        pq_test_rerun_with_isa("gemm, nll, swiglu and ops", "scalar", "--gemm"); // the portable packing and dispatch
+        if (pq_cpu_isa() == PQ_ISA_AVX512) pq_test_rerun_with_isa("gemm, nll, swiglu and ops", "avx2", "--gemm");
     }
     return pq_test_done();
 }
