@@ -73,7 +73,9 @@ static void attn_block(void *ctx, int task, int tid) {
         int p = j->pos0 + t0 + r, lo = first_key(s, p) - j0, hi = p - j0; // visible keys [lo, hi]
         float *row = S + (size_t)r * nk;
         for (int c = 0; c < lo; c++) row[c] = 0;
-        if (pq_cpu_isa() >= PQ_ISA_AVX2) {
+        if (pq_cpu_isa() >= PQ_ISA_AVX512) {
+            pq_softmax_avx512(row + lo, hi - lo + 1);
+        } else if (pq_cpu_isa() >= PQ_ISA_AVX2) {
             pq_softmax_avx2(row + lo, hi - lo + 1);
         } else {
             float mx = -INFINITY, sum = 0;

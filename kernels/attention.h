@@ -31,8 +31,11 @@ void pq_attention_cpu(const pq_attn_shape *s, const float *q, const float *k, co
                       float *out, void *ws, pq_pool *pool);
 
 // x[0..n) = softmax(x) in place (kernels/attention_avx2.c; pq_attention_cpu
-// uses it on AVX2 machines): exp by kernels/simd.h's vector exp.
+// uses it on AVX2 machines): exp by kernels/simd.h's vector exp. The
+// AVX-512 version (kernels/attention_avx512.c; on AVX-512 machines) gives
+// the same bits.
 void pq_softmax_avx2(float *x, int n);
+void pq_softmax_avx512(float *x, int n);
 
 // One head of one query (kernels/attention_avx2.c; pq_attention_cpu calls it
 // on AVX2 machines): scores of the nk keys kb[c * kvdim] into S[nk], their
