@@ -26,12 +26,7 @@ static float dot(const float *a, const float *b, int n) {
 
 void pq_softmax_avx2(float *x, int n) {
     int n8 = n / 8 * 8, i;
-    __m256 mv = _mm256_set1_ps(-INFINITY);
-    for (i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
-    float lanes[8], mx = -INFINITY, sum;
-    _mm256_storeu_ps(lanes, mv);
-    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
-    for (i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float mx = pq_softmax_max(x, n), sum;
     __m256 m = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
     for (i = 0; i < n8; i += 8) {
         __m256 e = pq_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));

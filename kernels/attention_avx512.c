@@ -10,12 +10,7 @@
 
 void pq_softmax_avx512(float *x, int n) {
     int n8 = n / 8 * 8, i;
-    __m256 mv = _mm256_set1_ps(-INFINITY);
-    for (i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
-    float lanes[8], mx = -INFINITY, sum;
-    _mm256_storeu_ps(lanes, mv);
-    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
-    for (i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float mx = pq_softmax_max(x, n), sum;
     __m256 acc = _mm256_setzero_ps();
     for (i = 0; i + 16 <= n8; i += 16) {
         __m512 e = pq_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(mx)));

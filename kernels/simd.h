@@ -5,6 +5,7 @@
 #define PQ_SIMD_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/linear.h"
@@ -46,6 +47,20 @@ PQ_INLINE float pq_hsum_ps(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+// The largest of x[0..n) as the softmaxes take it (kernels/attention_avx2.c,
+// attention_avx512.c): 8 lanes over the whole groups of 8 (max returns its
+// second operand when either is NaN), then the lanes, then the tail.
+PQ_INLINE float pq_softmax_max(const float *x, int n) {
+    int n8 = n / 8 * 8, i;
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float lanes[8], mx = -INFINITY;
+    _mm256_storeu_ps(lanes, mv);
+    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    for (i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
 }
 
 // The sum of the 8 int32 of v (wrapping, as the integer sums they finish are exact).
