@@ -38,27 +38,11 @@ void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, 
 // Bytes ahead of the packing's loads that it prefetches in each row.
 #define PACK_PREFETCH 512
 
-// r[0..8) transposed, stored to dst + i * ldd for i < 8 (the loops
-// unrolled, so that r and t stay in registers).
+// r[0..8) transposed, stored to dst + i * ldd for i < 8.
 PQ_INLINE void transpose8_store(__m256 r[8], float *dst, size_t ldd) {
-    __m256 t[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-    }
+    pq_transpose8_ps(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, r[i]);
 }
 
 void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp) {

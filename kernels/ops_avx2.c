@@ -20,19 +20,33 @@ PQ_INLINE __m256i first8(int left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// 8 rows at a time: 8 columns of each loaded and transposed, so that
+// vector j holds column i + j of the 8 rows; lane l of lo / hi is row t + l
+// / t + 4 + l's sum of squares, in the _ref's order (the products are exact
+// in double).
 void pq_rmsnorm_avx2(const float *x, const float *w, int T, int n, float eps, float *y) {
-    const __m128i rows = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(n));
-    int t = 0;
-    for (; t + 4 <= T; t += 4) {
+    int t = 0, n8 = n / 8 * 8;
+    for (; t + 8 <= T; t += 8) {
         const float *xt = x + (size_t)t * n;
-        __m256d ss = _mm256_setzero_pd(); // lane l: row t + l's sum, in the _ref's order
-        for (int i = 0; i < n; i++) {
-            __m256d v = _mm256_cvtps_pd(_mm_i32gather_ps(xt + i, rows, 4));
-            ss = _mm256_add_pd(ss, _mm256_mul_pd(v, v)); // the product is exact in double
+        __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+        for (int i = 0; i < n8; i += 8) {
+            __m256 c[8];
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) c[l] = _mm256_loadu_ps(xt + (size_t)l * n + i);
+            pq_transpose8_ps(c);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(c[j])), b = _mm256_cvtps_pd(_mm256_extractf128_ps(c[j], 1));
+                lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
+                hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+            }
         }
-        double s[4];
-        _mm256_storeu_pd(s, ss);
-        for (int l = 0; l < 4; l++) { // all 4 sums are taken before any row is written (y may be x)
+        double s[8];
+        _mm256_storeu_pd(s, lo);
+        _mm256_storeu_pd(s + 4, hi);
+        for (int l = 0; l < 8; l++)
+            for (int i = n8; i < n; i++) s[l] += (double)xt[(size_t)l * n + i] * xt[(size_t)l * n + i];
+        for (int l = 0; l < 8; l++) { // all 8 sums are taken before any row is written (y may be x)
             const __m256 inv = _mm256_set1_ps((float)(1.0 / sqrt(s[l] / n + eps)));
             const float *xr = xt + (size_t)l * n;
             float *yr = y + (size_t)(t + l) * n;

@@ -17,18 +17,29 @@ void pq_swiglu_avx512(float *gate, const float *up, size_t n) {
 
 PQ_INLINE __mmask16 first16(int left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
 
+// 8 rows at a time: 8 columns of each loaded and transposed, so that
+// vector j holds column i + j of the 8 rows; lane l is row t + l's sum of
+// squares, in the _ref's order (the products are exact in double).
 void pq_rmsnorm_avx512(const float *x, const float *w, int T, int n, float eps, float *y) {
-    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(n));
-    int t = 0;
+    int t = 0, n8 = n / 8 * 8;
     for (; t + 8 <= T; t += 8) {
         const float *xt = x + (size_t)t * n;
-        __m512d ss = _mm512_setzero_pd(); // lane l: row t + l's sum, in the _ref's order
-        for (int i = 0; i < n; i++) {
-            __m512d v = _mm512_cvtps_pd(_mm256_i32gather_ps(xt + i, rows, 4));
-            ss = _mm512_add_pd(ss, _mm512_mul_pd(v, v)); // the product is exact in double
+        __m512d ss = _mm512_setzero_pd();
+        for (int i = 0; i < n8; i += 8) {
+            __m256 c[8];
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) c[l] = _mm256_loadu_ps(xt + (size_t)l * n + i);
+            pq_transpose8_ps(c);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                __m512d v = _mm512_cvtps_pd(c[j]);
+                ss = _mm512_add_pd(ss, _mm512_mul_pd(v, v));
+            }
         }
         double s[8];
         _mm512_storeu_pd(s, ss);
+        for (int l = 0; l < 8; l++)
+            for (int i = n8; i < n; i++) s[l] += (double)xt[(size_t)l * n + i] * xt[(size_t)l * n + i];
         for (int l = 0; l < 8; l++) { // all 8 sums are taken before any row is written (y may be x)
             const __m512 inv = _mm512_set1_ps((float)(1.0 / sqrt(s[l] / n + eps)));
             const float *xr = xt + (size_t)l * n;

@@ -49,6 +49,30 @@ PQ_INLINE float pq_hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+// r[0..8) transposed in place: afterwards r[j][i] is what r[i][j] was.
+PQ_INLINE void pq_transpose8_ps(__m256 r[8]) {
+    __m256 t[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) r[i] = t[i];
+}
+
 // The largest of x[0..n) as the softmaxes take it (kernels/attention_avx2.c,
 // attention_avx512.c): 8 lanes over the whole groups of 8 (max returns its
 // second operand when either is NaN), then the lanes, then the tail.
