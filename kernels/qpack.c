@@ -153,7 +153,8 @@ void pq_qpack_gemv_prepare_cpu(const pq_qpack *w, const float *x, int T, float *
 }
 
 void pq_qpack_rows_cpu(const pq_qpack *w, int r0, int n, float *out) {
-    if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_qpack_rows_avx2(w, r0, n, out);
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_qpack_rows_avx512(w, r0, n, out);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_qpack_rows_avx2(w, r0, n, out);
     else pq_qpack_rows_ref(w, r0, n, out);
 }
 

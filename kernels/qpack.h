@@ -129,6 +129,7 @@ static inline int pq_qpack_fixed_blocks(const pq_qpack *w) { return (w->cols / 8
 // ISA versions (kernels/qpack_avx2.c, qpack_avx512.c); use the _cpu entry
 // points instead. Their GEMVs read xp prepared with 8 and 16 lanes.
 void pq_qpack_rows_avx2(const pq_qpack *w, int r0, int n, float *out);
+void pq_qpack_rows_avx512(const pq_qpack *w, int r0, int n, float *out);
 void pq_qpack_gemv_avx2(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,
                         int ldy);
 void pq_qpack_gemv_avx512(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y,

@@ -254,11 +254,12 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
     float *a = pq_alloc(n * 4), *b = pq_alloc(n * 4);
     pq_test_poison(a, n);
     pq_qpack_rows_ref(&w.q, r0, rows - r0, a);
-    for (version v = V_CPU; v <= V_AVX2; v++) {
+    for (version v = V_CPU; v < NV; v++) {
         if (skipped(v, name)) continue;
         pq_test_poison(b, n);
         if (v == V_CPU) pq_qpack_rows_cpu(&w.q, r0, rows - r0, b);
-        else pq_qpack_rows_avx2(&w.q, r0, rows - r0, b);
+        else if (v == V_AVX2) pq_qpack_rows_avx2(&w.q, r0, rows - r0, b);
+        else pq_qpack_rows_avx512(&w.q, r0, rows - r0, b);
         PQ_CHECK(!memcmp(a, b, n * 4), "%s rows %s == ref bit for bit", name, VNAME[v]);
     }
 
