@@ -189,6 +189,44 @@ static void check_gemm_tile(pq_gemm_tile tl, const char *name, int T, int n, int
     pq_free(x); pq_free(w); pq_free(want); pq_free(got); pq_free(xp); pq_free(wp);
 }
 
+// pq_gemm_pack_dense of this CPU's tile against the documented panel
+// layout (row r, column k at (r / h) K h + k h + r % h, h = nr / 2): every
+// dense type, panels full and short, at row offsets 0 and 16, K with and
+// without a tail of the 16- and 8-column steps; rows past r0 + n untouched.
+static void check_pack_dense(void) {
+    pq_gemm_tile tl = pq_gemm_tile_cpu();
+    int h = tl.nr / 2, Ks[] = {576, 37, 16, 3}, cases[][2] = {{0, 32}, {0, 16}, {16, 16}, {0, 20}, {16, 5}, {0, 5}};
+    int bad = 0, n_cases = 0;
+    for (int dt = 0; dt < 3; dt++)
+        for (int ki = 0; ki < 4; ki++)
+            for (int ci = 0; ci < 6; ci++) {
+                int K = Ks[ki], r0 = cases[ci][0], n = cases[ci][1];
+                if (r0 + n > tl.nr) continue;
+                size_t es = dt == PQ_DENSE_F32 ? 4 : 2, rows = 40;
+                uint8_t *w = pq_alloc(rows * K * es);
+                float *f = pq_alloc(rows * K * 4), *wp = pq_alloc((size_t)tl.nr * K * 4), *want = pq_alloc((size_t)tl.nr * K * 4);
+                pq_test_fill(f, rows * K, 3.0f);
+                for (size_t i = 0; i < rows * K; i++) {
+                    if (dt == PQ_DENSE_F32) memcpy(w + 4 * i, &f[i], 4);
+                    else {
+                        uint16_t v = dt == PQ_DENSE_F16 ? pq_f32_to_fp16(f[i]) : pq_f32_to_bf16(f[i]);
+                        memcpy(w + 2 * i, &v, 2);
+                    }
+                }
+                pq_test_poison(wp, (size_t)tl.nr * K);
+                memcpy(want, wp, (size_t)tl.nr * K * 4);
+                for (int r = 0; r < n; r++)
+                    for (int k = 0; k < K; k++)
+                        want[(size_t)((r0 + r) / h) * K * h + (size_t)k * h + (r0 + r) % h] =
+                            pq_dense_at((pq_dense_type)dt, w, (size_t)(3 + r) * K + k);
+                pq_gemm_pack_dense(tl, (pq_dense_type)dt, w, K, 3, r0, n, wp);
+                bad += memcmp(wp, want, (size_t)tl.nr * K * 4) != 0, n_cases++;
+                pq_free(w); pq_free(f); pq_free(wp); pq_free(want);
+            }
+    PQ_CHECK(bad == 0, "pack_dense %s tile %dx%d: the panel layout exactly, other rows untouched (%d of %d cases differ)",
+             pq_isa_name(pq_cpu_isa()), tl.mr, tl.nr, bad, n_cases);
+}
+
 static void check_gemm(void) {
     struct { pq_gemm_tile tl; const char *name; pq_isa needs; } tiles[] = {
         {{4, 8}, "scalar", PQ_ISA_SCALAR},
@@ -461,6 +499,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--gemm") == 0) {
         PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
         check_gemm();
+        check_pack_dense();
         check_nll();
         check_swiglu();
         check_ops();
@@ -480,6 +519,7 @@ int main(int argc, char **argv) {
     }
     check_linear(PQ_DENSE_F16, 700, 100, 72, 2, 1); // more tokens than one GEMM chunk (512)
     check_gemm();
+    check_pack_dense();
     check_nll();
     check_swiglu();
     check_sgemm_nt(37, 172, 64, 1.0f, 0.0f);
