@@ -1,7 +1,6 @@
 // calib/stats.c — activation statistics of one linear input (see stats.h).
 #include "calib/stats.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "common/sys.h"

@@ -28,5 +28,5 @@ void pq_softmax_avx512(float *x, int n) {
     const float inv = 1.0f / sum;
     for (i = 0; i + 16 <= n8; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(inv)));
     if (i < n8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(inv)));
-    for (i = n8; i < n; i++) x[i] *= 1.0f / sum;
+    for (i = n8; i < n; i++) x[i] *= inv;
 }

@@ -11,7 +11,7 @@
 
 // y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w  for T rows of n (HF LlamaRMSNorm
 // in fp32; the sum of squares in double, in order). y may alias x. The
-// vector versions run the sums of 8 (4) rows side by side.
+// vector versions run the sums of 8 rows side by side.
 void pq_rmsnorm_ref(const float *x, const float *w, int T, int n, float eps, float *y);
 void pq_rmsnorm_cpu(const float *x, const float *w, int T, int n, float eps, float *y);
 void pq_rmsnorm_avx2(const float *x, const float *w, int T, int n, float eps, float *y);
