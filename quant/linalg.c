@@ -7,6 +7,7 @@
 #include "kernels/cpu.h"
 
 #define NB PQ_LINALG_NB
+#define LANES PQ_LINALG_LANES
 #define A(i, j) a[(size_t)(i) * lda + (j)]
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -42,6 +43,49 @@ static void trinv_block(double *a, int lda, int n) {
     }
 }
 
+// The same two loops for the blocked versions' diagonal blocks, reordered
+// so that the inner products run in vector lanes: every element is still
+// computed by the same operations in the same order (the results are the
+// plain loops' bits), but independent elements side by side.
+//
+// Cholesky: rows in stripes of LANES; a stripe's columns left of it are a
+// panel step (rows side by side), its own triangle the plain loop's.
+static int chol_diag(double *a, int lda, int n) {
+    for (int r0 = 0; r0 < n; r0 += LANES) {
+        int r1 = min_i(r0 + LANES, n);
+        if (r0 > 0) pq_chol_panel_cpu(a, lda, r0, r1, 0, r0);
+        for (int i = r0; i < r1; i++) {
+            for (int c = r0; c < i; c++) {
+                double s = A(i, c);
+                for (int k = 0; k < c; k++) s -= A(i, k) * A(c, k);
+                A(i, c) = s / A(c, c);
+            }
+            double d = A(i, i);
+            for (int k = 0; k < i; k++) d -= A(i, k) * A(i, k);
+            if (!(d > 0) || !isfinite(d)) return i + 1;
+            A(i, i) = sqrt(d);
+        }
+    }
+    return 0;
+}
+
+// Triangular inverse: columns in stripes of LANES; a stripe's own triangle
+// the plain loop's, the rows below it a stripe step (columns side by side).
+static void trinv_diag(double *a, int lda, int n) {
+    for (int c0 = 0; c0 < n; c0 += LANES) {
+        int c1 = min_i(c0 + LANES, n);
+        for (int j = c0; j < c1; j++) {
+            A(j, j) = 1.0 / A(j, j);
+            for (int i = j + 1; i < c1; i++) {
+                double s = 0;
+                for (int k = j; k < i; k++) s += A(i, k) * A(k, j);
+                A(i, j) = -s / A(i, i);
+            }
+        }
+        pq_trinv_stripe_cpu(a, lda, c1, n, c0, c1);
+    }
+}
+
 static void zero_upper(double *a, int lda, int n) {
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++) A(i, j) = 0;
@@ -54,6 +98,21 @@ int pq_chol_lower_ref(double *a, int n) {
 }
 
 void pq_trinv_lower_ref(double *a, int n) { trinv_block(a, n, n); }
+
+void pq_trinv_stripe_ref(double *a, int lda, int i0, int i1, int c0, int c1) {
+    for (int i = i0; i < i1; i++)
+        for (int j = c0; j < c1; j++) {
+            double s = 0;
+            for (int k = j; k < i; k++) s += A(i, k) * A(k, j);
+            A(i, j) = -s / A(i, i);
+        }
+}
+
+void pq_trinv_stripe_cpu(double *a, int lda, int i0, int i1, int c0, int c1) {
+    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_trinv_stripe_avx512(a, lda, i0, i1, c0, c1);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_trinv_stripe_avx2(a, lda, i0, i1, c0, c1);
+    else pq_trinv_stripe_ref(a, lda, i0, i1, c0, c1);
+}
 
 size_t pq_linalg_workspace_bytes(int n) { return (size_t)n * NB * sizeof(double); }
 
@@ -102,7 +161,7 @@ int pq_chol_lower(double *a, int n, pq_pool *pool) {
     int lda = n;
     for (int k0 = 0; k0 < n; k0 += NB) {
         chol_job j = {a, n, k0, min_i(NB, n - k0), k0 + min_i(NB, n - k0), 0};
-        int r = chol_block(&A(k0, k0), lda, j.kb);
+        int r = chol_diag(&A(k0, k0), lda, j.kb);
         if (r) return k0 + r;
         j.nblk = (n - j.first + NB - 1) / NB;
         pq_pool_for(pool, j.nblk, chol_panel, &j);
@@ -144,7 +203,7 @@ void pq_trinv_lower(double *a, int n, void *ws, pq_pool *pool) {
         trinv_job j = {a, ws, n, j0, min_i(NB, n - j0), min_i(j0 + NB, n)};
         int nblk = (n - j.j1 + NB - 1) / NB;
         pq_pool_for(pool, nblk, trinv_product, &j);
-        trinv_block(&A(j0, j0), lda, j.jb);
+        trinv_diag(&A(j0, j0), lda, j.jb);
         pq_pool_for(pool, nblk, trinv_panel, &j);
     }
 }

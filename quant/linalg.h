@@ -17,6 +17,7 @@
 #include "common/threads.h"
 
 #define PQ_LINALG_NB 128
+#define PQ_LINALG_LANES 8 // rows (Cholesky) or columns (inverse) a diagonal block's vector step takes at once
 
 // A = L L^T for a symmetric positive definite A, in place: the lower
 // triangle (diagonal included) becomes L and the strict upper triangle 0.
@@ -36,6 +37,17 @@ void pq_chol_panel_ref(double *a, int lda, int i0, int i1, int k0, int kb);
 void pq_chol_panel_cpu(double *a, int lda, int i0, int i1, int k0, int kb);
 void pq_chol_panel_avx2(double *a, int lda, int i0, int i1, int k0, int kb);   // linalg_avx2.c
 void pq_chol_panel_avx512(double *a, int lda, int i0, int i1, int k0, int kb); // linalg_avx512.c
+
+// The blocked triangular inverse's step below a diagonal block's stripe of
+// columns [c0, c1) (c1 - c0 <= PQ_LINALG_LANES) whose rows [c0, c1) are
+// already inverted: for rows i in [i0, i1) (i0 >= c1) and those columns,
+// A[i][j] = -(sum over k = j .. i - 1, in order, of A[i][k] A[k][j]) / A[i][i],
+// starting from 0, each product rounded, then added (never fused), row by
+// row; A[i][k] for k >= j is still L there. Every version gives the _ref's bits.
+void pq_trinv_stripe_ref(double *a, int lda, int i0, int i1, int c0, int c1);
+void pq_trinv_stripe_cpu(double *a, int lda, int i0, int i1, int c0, int c1);
+void pq_trinv_stripe_avx2(double *a, int lda, int i0, int i1, int c0, int c1);   // linalg_avx2.c
+void pq_trinv_stripe_avx512(double *a, int lda, int i0, int i1, int c0, int c1); // linalg_avx512.c
 
 // Workspace bytes pq_trinv_lower and pq_inv_chol_upper need for order n.
 size_t pq_linalg_workspace_bytes(int n);

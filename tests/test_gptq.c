@@ -482,7 +482,8 @@ static void test_rank1(void) {
 // The blocked Cholesky's panel step on fresh random inputs: every version
 // this CPU runs equals the _ref bit for bit (each product rounded, then
 // subtracted, in the same order per row: no tolerance), for row counts with
-// every lane tail, a short last block (kb < PQ_LINALG_NB) and a strided panel.
+// every lane tail (and of the AVX-512 version's four interleaved groups of
+// 8), a short last block (kb < PQ_LINALG_NB) and a strided panel.
 static void test_chol_panel(void) {
     enum { N = 150, LDA = 153 };
     double *a0 = malloc(sizeof(double) * N * LDA), *a1 = malloc(sizeof(double) * N * LDA),
@@ -490,7 +491,7 @@ static void test_chol_panel(void) {
     int bad = 0, isa = pq_cpu_isa(), cases = 0;
     for (int kb = 1; kb <= PQ_LINALG_NB; kb += kb < 8 ? 1 : 37) {
         int k0 = N - kb - 13 > 0 ? 5 : 0;
-        for (int rows = 0; rows <= 13 && k0 + kb + rows <= N; rows++, cases++) {
+        for (int rows = 0; rows <= 41 && k0 + kb + rows <= N; rows += rows < 13 || rows >= 31 ? 1 : 9, cases++) {
             for (int i = 0; i < N * LDA; i++) a0[i] = a1[i] = a2[i] = pq_test_normal();
             for (int c = 0; c < kb; c++) a0[(size_t)(k0 + c) * LDA + k0 + c] = a1[(size_t)(k0 + c) * LDA + k0 + c] =
                 a2[(size_t)(k0 + c) * LDA + k0 + c] = 1.5 + c % 3; // the factor's diagonal
@@ -507,6 +508,52 @@ static void test_chol_panel(void) {
     free(a0), free(a1), free(a2);
 }
 
+// The triangular inverse's stripe step on fresh random inputs: every
+// version this CPU runs equals the _ref bit for bit (each product rounded,
+// then added, in the same order per element: no tolerance), for every
+// stripe width 1 .. PQ_LINALG_LANES, stripes that start inside the matrix,
+// and rows right after the stripe and far below it.
+static void test_trinv_stripe(void) {
+    enum { N = 40, LDA = 43 };
+    double a0[N * LDA], a1[N * LDA], a2[N * LDA];
+    int bad = 0, isa = pq_cpu_isa(), cases = 0;
+    for (int w = 1; w <= PQ_LINALG_LANES; w++)
+        for (int c0 = 0; c0 <= 9; c0 += 3, cases++) {
+            for (int i = 0; i < N * LDA; i++) a0[i] = a1[i] = a2[i] = pq_test_normal();
+            for (int i = 0; i < N; i++) a0[i * LDA + i] = a1[i * LDA + i] = a2[i * LDA + i] = 1.5 + i % 3;
+            int c1 = c0 + w;
+            pq_trinv_stripe_ref(a0, LDA, c1, N, c0, c1);
+            pq_trinv_stripe_cpu(a1, LDA, c1, N, c0, c1);
+            if (isa >= PQ_ISA_AVX2) pq_trinv_stripe_avx2(a2, LDA, c1, N, c0, c1);
+            else memcpy(a2, a0, sizeof a0);
+            bad += memcmp(a0, a1, sizeof a0) != 0 || memcmp(a0, a2, sizeof a0) != 0;
+        }
+    PQ_CHECK(bad == 0, "triangular inverse stripe step (isa %s, and avx2) == the _ref bit for bit, %d cases (%d differ)",
+             pq_isa_name(isa), cases, bad);
+}
+
+// A matrix of one diagonal block: the blocked Cholesky and inverse run only
+// their vector diagonal-block loops, which reorder the plain loops without
+// changing any element's operations: the _ref's bits exactly.
+static void test_diag_block_exact(pq_pool *pool) {
+    const int sizes[] = {1, 5, 8, 9, 45, 100, PQ_LINALG_NB};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int n = sizes[s];
+        size_t nn = (size_t)n * n;
+        double *a = random_spd(n), *b = malloc(nn * sizeof(double));
+        void *ws = pq_alloc(pq_linalg_workspace_bytes(n));
+        memcpy(b, a, nn * sizeof(double));
+        bad += pq_chol_lower(b, n, pool) != 0 || pq_chol_lower_ref(a, n) != 0 || memcmp(a, b, nn * sizeof(double)) != 0;
+        pq_trinv_lower(b, n, ws, pool);
+        pq_trinv_lower_ref(a, n);
+        bad += memcmp(a, b, nn * sizeof(double)) != 0;
+        free(a), free(b), pq_free(ws);
+    }
+    PQ_CHECK(bad == 0, "one diagonal block (n <= %d): blocked Cholesky and inverse == the _ref bit for bit (%d differ)",
+             PQ_LINALG_NB, bad);
+}
+
 int main(void) {
     pq_test_seed();
     if (pq_blas_init() != PQ_OK) {
@@ -517,6 +564,8 @@ int main(void) {
     pq_pool_create(2, &pool);
     test_rank1();
     test_chol_panel();
+    test_trinv_stripe();
+    test_diag_block_exact(pool);
     test_linalg(pool);
     test_blocked_vs_plain(pool);
     test_beats_rtn(pool);
