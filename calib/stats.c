@@ -48,14 +48,28 @@ typedef struct {
     int T, nb; // nb: tiles per side
 } add_job;
 
-// Tile t of the upper triangle (row block bi <= column block bj, row by row).
+// Task t of X^T X's upper triangle, the larger ones first (the pool claims
+// tasks in order, so the small ones even out the threads' ends): the tiles
+// above the diagonal (row block bi < column block bj, row by row), then the
+// diagonal tiles in halves, the upper three quarters of each (its lower
+// left quarter is below the diagonal; the upper triangle of the whole is
+// what pq_act_stats_finish mirrors). Splitting a product into blocks keeps
+// every element's sum (the same sgemm over the same tokens).
 static void xtx_tile(void *ctx, int t, int tid) {
     add_job *j = ctx;
-    int bi = 0;
-    while (t >= j->nb - bi) t -= j->nb - bi, bi++;
-    int bj = bi + t, cols = j->s->cols, i0 = bi * TILE, j0 = bj * TILE;
-    pq_sgemm_tn(min_i(TILE, cols - i0), min_i(TILE, cols - j0), j->T, 1.0f, j->x + i0, cols, j->x + j0, cols, 1.0f,
-                j->s->xtx + (size_t)i0 * cols + j0, cols);
+    int cols = j->s->cols, off = j->nb * (j->nb - 1) / 2, i0, j0, m, n;
+    if (t < off) {
+        int bi = 0;
+        while (t >= j->nb - 1 - bi) t -= j->nb - 1 - bi, bi++;
+        i0 = bi * TILE, j0 = (bi + 1 + t) * TILE, m = TILE, n = min_i(TILE, cols - j0);
+    } else {
+        t -= off;
+        int half = TILE / 2, d = t / 3, q = t % 3; // quarters (0,0), (0,1), (1,1)
+        i0 = d * TILE + (q == 2) * half, j0 = d * TILE + (q > 0) * half;
+        m = min_i(half, cols - i0), n = min_i(half, cols - j0);
+    }
+    if (m > 0 && n > 0)
+        pq_sgemm_tn(m, n, j->T, 1.0f, j->x + i0, cols, j->x + j0, cols, 1.0f, j->s->xtx + (size_t)i0 * cols + j0, cols);
 }
 
 // Columns [c0, c0 + TILE): |x| sums and maxima, tokens in order.
@@ -69,7 +83,7 @@ void pq_act_stats_add(pq_act_stats *s, const float *x, int T, int what, pq_pool 
     if (T <= 0) return;
     add_job j = {s, x, T, (s->cols + TILE - 1) / TILE};
     what &= s->want;
-    if (what & PQ_STAT_XTX) pq_pool_for(pool, j.nb * (j.nb + 1) / 2, xtx_tile, &j);
+    if (what & PQ_STAT_XTX) pq_pool_for(pool, j.nb * (j.nb - 1) / 2 + 3 * j.nb, xtx_tile, &j);
     if (what & PQ_STAT_ABS) pq_pool_for(pool, j.nb, abs_cols, &j);
     s->n += T;
 }
