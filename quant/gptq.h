@@ -45,7 +45,7 @@
 #include "formats/qtensor.h"
 #include "formats/scheme.h"
 
-#define PQ_GPTQ_ROWS 64
+#define PQ_GPTQ_ROWS 32
 #define PQ_GPTQ_DAMP_MIN 1e-12 // below it the dampening is lost in double's rounding of diag H
 #define PQ_GPTQ_DAMP_MAX 100.0
 
