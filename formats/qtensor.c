@@ -96,6 +96,17 @@ void pq_qtensor_set_codes(pq_qtensor *q, int r, int c0, int n, const float *code
     }
 }
 
+void pq_qtensor_set_column(pq_qtensor *q, int r0, int n, int c, const float *codes) {
+    if (q->fmt == PQ_W_INT8) {
+        for (int i = 0; i < n; i++) q->i8[(size_t)(r0 + i) * q->cols + c] = (int8_t)codes[i];
+        return;
+    }
+    int per = pq_qpack_per_word(q->bits), bias = 1 << (q->bits - 1), shift = c % per * q->bits;
+    size_t wpr = (size_t)pq_qpack_words_per_row(q->cols, q->bits);
+    uint32_t *word = q->packed + (size_t)r0 * wpr + c / per;
+    for (int i = 0; i < n; i++, word += wpr) *word |= (uint32_t)((int)codes[i] + bias) << shift;
+}
+
 void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code) {
     float f = (float)code;
     pq_qtensor_set_codes(q, r, c, 1, &f);

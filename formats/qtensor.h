@@ -72,6 +72,8 @@ void pq_qtensor_free(pq_qtensor *q); // frees the arrays (NULL-safe), keeps the 
 void pq_qtensor_set_code(pq_qtensor *q, int r, int c, int code);
 // The same for codes c0..c0+n-1 of row r (integral floats, as RTN computes them).
 void pq_qtensor_set_codes(pq_qtensor *q, int r, int c0, int n, const float *codes);
+// The same for column c of rows r0..r0+n-1 (GPTQ's column by column).
+void pq_qtensor_set_column(pq_qtensor *q, int r0, int n, int c, const float *codes);
 
 // A pq_linear that borrows q's arrays (valid while q is).
 pq_linear pq_qtensor_linear(const pq_qtensor *q);

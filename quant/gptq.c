@@ -268,12 +268,14 @@ static int int_choose(void *ctx, int tid, int r, int g, const float *x, int n) {
 static void int_quantize(void *ctx, int tid, int r0, int n, int g, int c, const float *x, float *v) {
     const int_grid *k = ctx;
     int bits = k->p->bits, ng = pq_qtensor_ngroups(k->q);
+    float codes[PQ_GPTQ_ROWS];
+    PQ_ASSERT(n <= PQ_GPTQ_ROWS); // run_chunk quantizes one chunk's rows at a time
     for (size_t m = 0, at = (size_t)r0 * ng + g; m < (size_t)n; m++, at += ng) {
         float sc = k->q->scales[at], z = k->q->zeros ? (float)(k->q->zeros[at] - (1 << (bits - 1))) : 0;
-        float code = pq_rtn_code(x[m], sc, z, bits);
-        pq_qtensor_set_code(k->q, r0 + m, c, (int)code);
-        v[m] = sc * (code - z);
+        codes[m] = pq_rtn_code(x[m], sc, z, bits);
+        v[m] = sc * (codes[m] - z);
     }
+    pq_qtensor_set_column(k->q, r0, n, c, codes);
 }
 
 // The groups of p over cols columns as a grid; a row's single group (per

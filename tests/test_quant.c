@@ -411,7 +411,8 @@ static void test_mse_observer(void) {
 // pq_rtn_codes_cpu (AVX2 + F16C where the CPU has it) equals the _ref bit
 // for bit: F16 and F32 arithmetic, sym and asym, 3 / 4 / 8 bits, weights
 // from tiny (F16 subnormals) to past the clamp, lengths with tails; and
-// pq_qtensor_set_codes packs as pq_qtensor_set_code does one by one.
+// pq_qtensor_set_codes and pq_qtensor_set_column pack as pq_qtensor_set_code
+// does one by one.
 static void test_codes_cpu(void) {
     enum { N = 1003 };
     static float w[N], a[N], b[N];
@@ -430,21 +431,28 @@ static void test_codes_cpu(void) {
     PQ_CHECK(bad == 0, "rtn codes (isa %s) == the _ref bit for bit, 24 cases (%d differ)", pq_isa_name(pq_cpu_isa()), bad);
     for (int bits = 2; bits <= 8; bits++) {
         pq_scheme s = int_scheme(bits, 32, 1);
-        pq_qtensor q1, q2;
-        int rows = 3, cols = 77;
+        pq_qtensor q1, q2, q3;
+        enum { rows = 5, cols = 77 };
         pq_qtensor_init(&q1, &s, rows, cols, PQ_DT_F16);
         pq_qtensor_init(&q2, &s, rows, cols, PQ_DT_F16);
-        float codes[77];
+        pq_qtensor_init(&q3, &s, rows, cols, PQ_DT_F16);
+        float codes[rows][cols], column[rows];
         for (int r = 0; r < rows; r++) {
             for (int c = 0; c < cols; c++) {
-                codes[c] = (float)((int)(pq_test_u64() % (1u << bits)) - (1 << (bits - 1)));
-                pq_qtensor_set_code(&q1, r, c, (int)codes[c]);
+                codes[r][c] = (float)((int)(pq_test_u64() % (1u << bits)) - (1 << (bits - 1)));
+                pq_qtensor_set_code(&q1, r, c, (int)codes[r][c]);
             }
-            pq_qtensor_set_codes(&q2, r, 0, 13, codes);
-            pq_qtensor_set_codes(&q2, r, 13, cols - 13, codes + 13);
+            pq_qtensor_set_codes(&q2, r, 0, 13, codes[r]);
+            pq_qtensor_set_codes(&q2, r, 13, cols - 13, codes[r] + 13);
         }
-        PQ_CHECK(same_qtensor(&q1, &q2), "%d-bit: set_codes in two runs packs as set_code one by one", bits);
-        pq_qtensor_free(&q1), pq_qtensor_free(&q2);
+        for (int c = cols - 1; c >= 0; c--) { // columns in any order, rows in two runs
+            for (int r = 0; r < rows; r++) column[r] = codes[r][c];
+            pq_qtensor_set_column(&q3, 0, 2, c, column);
+            pq_qtensor_set_column(&q3, 2, rows - 2, c, column + 2);
+        }
+        PQ_CHECK(same_qtensor(&q1, &q2) && same_qtensor(&q1, &q3),
+                 "%d-bit: set_codes in two runs, and set_column column by column, pack as set_code one by one", bits);
+        pq_qtensor_free(&q1), pq_qtensor_free(&q2), pq_qtensor_free(&q3);
     }
 }
 
