@@ -59,6 +59,12 @@ pq_status pq_fail_(pq_status code, const char *file, int line, const char *fmt, 
     return code;
 }
 
+pq_status pq_fail_message(pq_status code, const char *msg) {
+    int n = snprintf(scratch, sizeof scratch, "%s", msg);
+    store(n > 0 ? (size_t)n : 0);
+    return code;
+}
+
 pq_status pq_fail_context(pq_status code, const char *fmt, ...) {
     static _Thread_local char old[ERROR_CAP];
     memcpy(old, last_error, sizeof old);

@@ -37,6 +37,10 @@ pq_status pq_fail_(pq_status code, const char *file, int line, const char *fmt, 
 pq_status pq_fail_context(pq_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// Records msg as it is (a failure another thread recorded, from its
+// pq_last_error) and returns code.
+pq_status pq_fail_message(pq_status code, const char *msg);
+
 #define PQ_FAIL(code, ...) pq_fail_((code), __FILE__, __LINE__, __VA_ARGS__)
 
 #define PQ_FAIL_IF(cond, code, ...)                                   \

@@ -1,11 +1,13 @@
 // quant/run.c — the one run loop of pq quantize and pq calibrate (see
 // quantize.h): the request resolved against the method table, the source
-// opened and hashed, the calibration windows cut, then every decoder block
+// opened and hashed (on a thread of its own, while the output is opened
+// and the calibration windows cut), then every decoder block
 // through the method (on its own, or in the calibration driver) into the
 // output: the checkpoint with its resume journal (quant/checkpoint.h,
 // journal.h), or the scales file (quant/scales.h).
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +47,15 @@ typedef struct {
     pq_report_point pts[PQ_MIX_MAX_MENU + 2]; // measured: unquantized, each uniform integer item, the plan
     int n_pts;
     pq_pool *pool;
-    char sha[65];                  // the source weights' SHA-256
+    char sha[65];                  // the source weights' SHA-256 (source_hash)
+    struct {                       // computing sha on a thread of its own while the run goes on
+        pthread_t thread;
+        int running;
+        const pq_st *st;
+        pq_status status;
+        char error[512];
+        double seconds;
+    } hash;
     pq_scales_file *scales;        // --scales
     pq_calib_data calib;           // calibrated runs
     void *state;                   // the method's
@@ -109,15 +119,36 @@ static pq_status rotate_source(run *r) {
     return PQ_OK;
 }
 
+static void *hash_main(void *arg) {
+    run *r = arg;
+    double t0 = pq_now();
+    r->hash.status = pq_st_sha256(r->hash.st, r->sha);
+    if (r->hash.status != PQ_OK) snprintf(r->hash.error, sizeof r->hash.error, "%s", pq_last_error());
+    r->hash.seconds = pq_now() - t0;
+    return NULL;
+}
+
+// The source's SHA-256 in r->sha, waiting for its thread (open_source
+// starts it: the files are read while the run opens its output and cuts
+// the calibration windows); what anything that records the source calls
+// first. Idempotent.
+static pq_status source_hash(run *r) {
+    if (!r->hash.running) return r->hash.status;
+    pthread_join(r->hash.thread, NULL);
+    r->hash.running = 0;
+    r->t_hash = r->hash.seconds;
+    return r->hash.status == PQ_OK ? PQ_OK : pq_fail_message(r->hash.status, r->hash.error);
+}
+
 // The source: an unquantized checkpoint whose head can be quantized if asked.
 static pq_status open_source(run *r) {
     PQ_TRY(pq_model_open(r->q->model, &r->m));
     PQ_FAIL_IF(r->m->quant.quantized, PQ_ERR_FORMAT, "%s: already quantized (compressed-tensors %s); quantize an "
                "FP16/BF16/F32 checkpoint", r->q->model, r->m->quant.format);
     PQ_TRY(pq_pool_create(r->q->nthreads, &r->pool));
-    double t0 = pq_now();
-    PQ_TRY(pq_st_sha256(r->m->st, r->sha));
-    r->t_hash = pq_now() - t0;
+    r->hash.st = r->m->st;
+    r->hash.running = pq_pool_size(r->pool) > 1 && pthread_create(&r->hash.thread, NULL, hash_main, r) == 0;
+    if (!r->hash.running) hash_main(r); // one thread asked for (or none to spare): now
     if (pq_request_rotates(r->q)) PQ_TRY(rotate_source(r));
     PQ_FAIL_IF(r->q->quantize_head && r->m->cfg.tie_embeddings, PQ_ERR_ARG,
                "--quantize-head: %s ties lm_head to the embeddings (tie_word_embeddings), which stay FP16",
@@ -645,6 +676,7 @@ static pq_status keep_for_resume(run *r, pq_status s) {
 }
 
 static void free_run(run *r) {
+    source_hash(r); // the thread reads the source: it ends before the model is freed
     pq_mix_plan_free(&r->plan);
     pq_mix_table_free(&r->mix);
     free(r->choice);
@@ -672,12 +704,14 @@ pq_status pq_quantize(const pq_quantize_request *q, pq_quantize_progress progres
     PQ_TRY_GOTO(s, open_source(&r));
     if (q->scales) {
         PQ_TRY_GOTO(s, pq_scales_open(q->scales, &r.scales));
+        PQ_TRY_GOTO(s, source_hash(&r));
         PQ_TRY_GOTO(s, pq_scales_check(r.scales, r.m, r.sha, &r.o.scheme));
     }
     PQ_TRY_GOTO(s, open_outdir(&r));
     if (r.o.calibrated || mixed(&r)) PQ_TRY_GOTO(s, load_calibration(&r));
     if (mixed(&r)) PQ_TRY_GOTO(s, plan_mixed(&r));
     PQ_TRY_GOTO(s, create_method(&r));
+    PQ_TRY_GOTO(s, source_hash(&r));
     if (r.o.calibrated) PQ_TRY_GOTO(s, journal_key(&r));
     if (r.adopted) PQ_TRY_GOTO(s, read_leftover(&r));
     PQ_TRY_GOTO(s, begin_checkpoint(&r));
@@ -702,8 +736,9 @@ static pq_status calibrate(run *r, pq_calibrate_result *res) {
     PQ_TRY(pq_outdir_begin(&r->dir, &r->spec));
     note_removed(r);
     PQ_TRY(pq_outdir_file(&r->dir, path, sizeof path));
-    snprintf(res->source_sha256, sizeof res->source_sha256, "%s", r->sha);
     PQ_TRY(load_calibration(r));
+    PQ_TRY(source_hash(r));
+    snprintf(res->source_sha256, sizeof res->source_sha256, "%s", r->sha);
     snprintf(res->calib_sha256, sizeof res->calib_sha256, "%s", r->calib.sha256);
     res->calib_windows = r->calib.n, res->calib_len = r->calib.len;
     PQ_TRY(create_method(r));
