@@ -436,7 +436,10 @@ static pq_status sq_scales(pq_smooth *S, int g) {
     for (int k = 0; k < G->n; k++) {
         pq_linear_slot m = G->members[k];
         for (int r = 0; r < S->b.rows[m]; r++)
-            for (int j = 0; j < n; j++) S->wmax[j] = fmaxf(S->wmax[j], fabsf(S->b.w[m][(size_t)r * n + j]));
+            for (int j = 0; j < n; j++) { // fmaxf's result (a NaN never wins), without its call per weight
+                float a = fabsf(S->b.w[m][(size_t)r * n + j]);
+                S->wmax[j] = a > S->wmax[j] ? a : S->wmax[j];
+            }
     }
     double alpha = S->cfg.p.alpha;
     if (alpha == PQ_ALPHA_AUTO) { // the first minimum of the grid
