@@ -75,7 +75,28 @@ void pq_bpe_scratch_free(pq_bpe_scratch *s) {
     free(s->sym);
     free(s->init);
     free(s->heap);
+    free(s->cache);
     memset(s, 0, sizeof *s);
+}
+
+// ---- the word cache ----------------------------------------------------------------
+
+#define CACHE_SLOTS 16384 // a power of two
+#define CACHE_WORD 24     // the longest word cached, bytes
+#define CACHE_IDS 8       // the most ids a cached word has
+
+typedef struct {
+    uint8_t len, n; // len 0: empty
+    char word[CACHE_WORD];
+    int32_t ids[CACHE_IDS];
+} cache_slot;
+
+static cache_slot *cache_slot_of(pq_bpe_scratch *s, const char *word, size_t len) {
+    if (len == 0 || len > CACHE_WORD) return NULL;
+    if (!s->cache && !(s->cache = calloc(CACHE_SLOTS, sizeof(cache_slot)))) return NULL; // no memory: no cache
+    uint32_t h = 2166136261u; // FNV-1a
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)word[i]) * 16777619u;
+    return (cache_slot *)s->cache + (h & (CACHE_SLOTS - 1));
 }
 
 pq_status pq_bpe_new(pq_bpe **out) {
@@ -360,6 +381,12 @@ pq_status pq_bpe_encode_word(const pq_bpe *b, const char *word, size_t len, pq_b
         if (id >= 0) return pq_ivec_push(out, id);
     }
     PQ_FAIL_IF(len > INT32_MAX, PQ_ERR_ARG, "a pre-token of %zu bytes is too long", len);
+    cache_slot *c = cache_slot_of(s, word, len);
+    if (c && c->len == len && memcmp(c->word, word, len) == 0) {
+        for (int i = 0; i < c->n; i++) PQ_TRY(pq_ivec_push(out, c->ids[i]));
+        return PQ_OK;
+    }
+    size_t first = out->n;
     if (len > s->sym_cap) { // at most one symbol per byte; init holds 2 x len pairs
         sym *p = realloc(s->sym, len * sizeof *p);
         PQ_FAIL_IF(!p, PQ_ERR_NOMEM, "out of memory for a word of %zu bytes", len);
@@ -398,5 +425,10 @@ pq_status pq_bpe_encode_word(const pq_bpe *b, const char *word, size_t len, pq_b
     PQ_TRY(merge_all(b, s, n));
     for (int32_t p = 0; p < n; p++)
         if (y[p].id >= 0) PQ_TRY(pq_ivec_push(out, y[p].id));
+    if (c && out->n - first <= CACHE_IDS) {
+        c->len = (uint8_t)len, c->n = (uint8_t)(out->n - first);
+        memcpy(c->word, word, len);
+        memcpy(c->ids, out->p + first, (out->n - first) * sizeof(int32_t));
+    }
     return PQ_OK;
 }

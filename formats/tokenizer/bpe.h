@@ -27,9 +27,11 @@ typedef struct {
 pq_status pq_ivec_push(pq_ivec *v, int32_t id);
 
 // Per-call scratch memory for pq_bpe_encode_word (zero-initialise, reuse
-// across words, release with pq_bpe_scratch_free).
+// across words, release with pq_bpe_scratch_free). It also remembers the ids
+// of recent short words (a direct-mapped cache, as the library keeps one):
+// a word seen again is not merged again.
 typedef struct {
-    void *sym, *init, *heap;
+    void *sym, *init, *heap, *cache;
     size_t sym_cap, heap_cap;
 } pq_bpe_scratch;
 
