@@ -128,14 +128,19 @@ static void *hash_main(void *arg) {
     return NULL;
 }
 
-// The source's SHA-256 in r->sha, waiting for its thread (open_source
-// starts it: the files are read while the run opens its output and cuts
-// the calibration windows); what anything that records the source calls
-// first. Idempotent.
-static pq_status source_hash(run *r) {
-    if (!r->hash.running) return r->hash.status;
+// Waits for the hash's thread, if one runs (idempotent).
+static void hash_join(run *r) {
+    if (!r->hash.running) return;
     pthread_join(r->hash.thread, NULL);
     r->hash.running = 0;
+}
+
+// The source's SHA-256 in r->sha (open_source starts it on a thread: the
+// files are read while the run opens its output and cuts the calibration
+// windows); what anything that records the source calls first. A failed
+// hash is reported here, with the message it failed with.
+static pq_status source_hash(run *r) {
+    hash_join(r);
     r->t_hash = r->hash.seconds;
     return r->hash.status == PQ_OK ? PQ_OK : pq_fail_message(r->hash.status, r->hash.error);
 }
@@ -676,7 +681,7 @@ static pq_status keep_for_resume(run *r, pq_status s) {
 }
 
 static void free_run(run *r) {
-    source_hash(r); // the thread reads the source: it ends before the model is freed
+    hash_join(r); // the thread reads the source: it ends before the model is freed (a run's own error stands)
     pq_mix_plan_free(&r->plan);
     pq_mix_table_free(&r->mix);
     free(r->choice);
