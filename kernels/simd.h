@@ -74,15 +74,24 @@ PQ_INLINE void pq_transpose8_ps(__m256 r[8]) {
 }
 
 // The largest of x[0..n) as the softmaxes take it (kernels/attention_avx2.c,
-// attention_avx512.c): 8 lanes over the whole groups of 8 (max returns its
-// second operand when either is NaN), then the lanes, then the tail.
+// attention_avx512.c): 8 lanes over the whole groups of 8, in four
+// independent chains (so that the loop is not bound by the latency of
+// one), then across the lanes, then the tail. Without NaNs the order does not
+// matter (the largest value is the same; a +-0 tie picks either zero, and
+// x - (+0) equals x - (-0) but for x = -0, whose exp is 1 either way).
 PQ_INLINE float pq_softmax_max(const float *x, int n) {
-    int n8 = n / 8 * 8, i;
-    __m256 mv = _mm256_set1_ps(-INFINITY);
-    for (i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
-    float lanes[8], mx = -INFINITY;
-    _mm256_storeu_ps(lanes, mv);
-    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    int n8 = n / 8 * 8, i = 0;
+    __m256 m[4] = {_mm256_set1_ps(-INFINITY), _mm256_set1_ps(-INFINITY), _mm256_set1_ps(-INFINITY),
+                   _mm256_set1_ps(-INFINITY)};
+    for (; i + 32 <= n8; i += 32)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) m[c] = _mm256_max_ps(m[c], _mm256_loadu_ps(x + i + 8 * c));
+    for (; i < n8; i += 8) m[0] = _mm256_max_ps(m[0], _mm256_loadu_ps(x + i));
+    __m256 mv = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float mx = _mm_cvtss_f32(h);
     for (i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     return mx;
 }

@@ -475,6 +475,64 @@ static void check_rope(void) {
              "frequencies; %d wrong)", bands[0], bands[1], bands[2], bad);
 }
 
+// The prefill attention's pieces against their _ref bit for bit (the same
+// fused multiply-add chains): head dimensions of every tile width and none,
+// blocks of 1..64 queries, causal ends (from a block's first key, or 100
+// keys on) and ends of a sliding window's rows; the mix's P zero past each
+// row's end, as the attention leaves it.
+static void check_attn_pieces(void) {
+    if (pq_cpu_isa() < PQ_ISA_AVX2) {
+        pq_test_skip("attention scores / mix avx2, avx512: this CPU (or PQ_ISA) does not run them");
+        return;
+    }
+    int hds[] = {8, 16, 20, 24, 40, 64, 128}, nqs[] = {1, 5, 13, 64}, offs[] = {0, 7, 100};
+    int bad_s2 = 0, bad_s5 = 0, bad_m2 = 0, bad_m5 = 0, cases = 0;
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 3; c++) {
+                int hd = hds[a], nq = nqs[b], end[64], kmax = 0;
+                for (int r = 0; r < nq; r++) end[r] = offs[c] + r + 1 - (c == 2 && r % 3 == 1), kmax = end[r];
+                int ld = (kmax + PQ_ATTN_KEYS - 1) / PQ_ATTN_KEYS * PQ_ATTN_KEYS, ldq = hd + 3, ldv = 2 * hd;
+                float *q = pq_alloc((size_t)nq * ldq * 4), *k = pq_alloc((size_t)kmax * ldv * 4),
+                      *kt = pq_alloc((size_t)ld * hd * 4), *S[3], *o[3];
+                pq_test_fill(q, (size_t)nq * ldq, 1.0f);
+                pq_test_fill(k, (size_t)kmax * ldv, 1.0f);
+                pq_attn_pack_keys(kmax, hd, k, ldv, kt);
+                for (int i = 0; i < 3; i++) {
+                    S[i] = pq_alloc((size_t)nq * ld * 4), o[i] = pq_alloc((size_t)nq * hd * 4);
+                    memset(S[i], 0, (size_t)nq * ld * 4);
+                }
+                pq_attn_scores_ref(nq, end, hd, 0.125f, q, ldq, kt, S[0], ld);
+                pq_attn_scores_avx2(nq, end, hd, 0.125f, q, ldq, kt, S[1], ld);
+                if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_attn_scores_avx512(nq, end, hd, 0.125f, q, ldq, kt, S[2], ld);
+                for (int r = 0; r < nq; r++) {
+                    bad_s2 += memcmp(S[0] + (size_t)r * ld, S[1] + (size_t)r * ld, (size_t)end[r] * 4) != 0;
+                    bad_s5 += pq_cpu_isa() >= PQ_ISA_AVX512 &&
+                              memcmp(S[0] + (size_t)r * ld, S[2] + (size_t)r * ld, (size_t)end[r] * 4) != 0;
+                }
+                float *P = S[0]; // the ref's scores as weights, zero past each row's end
+                for (int r = 0; r < nq; r++)
+                    for (int j = end[r]; j < ld; j++) P[(size_t)r * ld + j] = 0;
+                pq_attn_mix_ref(nq, end, hd, P, ld, k, ldv, o[0], hd);
+                if (hd % 8 == 0) {
+                    pq_attn_mix_avx2(nq, end, hd, P, ld, k, ldv, o[1], hd);
+                    bad_m2 += memcmp(o[0], o[1], (size_t)nq * hd * 4) != 0;
+                }
+                if (hd % 16 == 0 && pq_cpu_isa() >= PQ_ISA_AVX512) {
+                    pq_attn_mix_avx512(nq, end, hd, P, ld, k, ldv, o[2], hd);
+                    bad_m5 += memcmp(o[0], o[2], (size_t)nq * hd * 4) != 0;
+                }
+                cases++;
+                for (int i = 0; i < 3; i++) pq_free(S[i]), pq_free(o[i]);
+                pq_free(q), pq_free(k), pq_free(kt);
+            }
+    PQ_CHECK(bad_s2 == 0 && bad_m2 == 0, "attention scores / mix avx2 == _ref bit for bit (%d score rows, %d mixes "
+             "of %d cases differ)", bad_s2, bad_m2, cases);
+    if (pq_cpu_isa() < PQ_ISA_AVX512) pq_test_skip("attention scores / mix avx512: this CPU (or PQ_ISA) does not run them");
+    else PQ_CHECK(bad_s5 == 0 && bad_m5 == 0, "attention scores / mix avx512 == _ref bit for bit (%d score rows, %d "
+                  "mixes of %d cases differ)", bad_s5, bad_m5, cases);
+}
+
 static void check_attentions(void) {
     check_attention(8, 4, 8, 17, 0, 0);
     check_attention(8, 4, 8, 70, 0, 0);
@@ -525,6 +583,7 @@ int main(int argc, char **argv) {
     check_sgemm_nt(37, 172, 64, 1.0f, 0.0f);
     check_sgemm_nt(300, 65, 517, 0.5f, 1.0f);
     check_attentions();
+    check_attn_pieces();
     check_rope();
     check_ops();
     check_softmax();
