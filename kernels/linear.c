@@ -311,6 +311,49 @@ static void w8a8_forward(const pq_linear *W, const float *x, int T, float *y, vo
     }
 }
 
+// Members of a group that quantize their input alike (the same activation
+// type and static scale, as SmoothQuant's q/k/v or gate/up): the chunk
+// quantized once, then every member's row tasks (as w8a8_forward cuts
+// them) in one pool call.
+static int same_act(const pq_linear *const *W, int n) {
+    for (int i = 1; i < n; i++)
+        if (W[i]->act.type != W[0]->act.type || W[i]->act.static_scale != W[0]->act.static_scale) return 0;
+    return 1;
+}
+
+typedef struct {
+    w8a8_job member[PQ_LINEAR_GROUP_MAX];
+    int first[PQ_LINEAR_GROUP_MAX + 1]; // task index where each member starts
+} w8a8_group_job;
+
+static void w8a8_group_rows(void *ctx, int p, int tid) {
+    w8a8_group_job *g = ctx;
+    int i = 0;
+    while (p >= g->first[i + 1]) i++;
+    w8a8_rows(&g->member[i], p - g->first[i], tid);
+}
+
+static void w8a8_forward_group(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
+                               pq_pool *pool) {
+    int cols = W[0]->cols;
+    size_t act_bytes = pq_w8a8_act_bytes(W8A8_CHUNK, cols);
+    for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK) {
+        int nt = T - t0 < W8A8_CHUNK ? T - t0 : W8A8_CHUNK;
+        w8a8_group_job g;
+        for (int i = 0; i < n; i++) {
+            PQ_ASSERT(W[i]->cols == cols);
+            g.member[i] = (w8a8_job){W[i], x + (size_t)t0 * cols, pq_w8a8_act_view(ws, nt, cols),
+                                     (float *)((char *)ws + act_bytes), {y[i] + (size_t)t0 * W[i]->rows, NULL,
+                                     W[i]->rows, W[i]->bias}, (char *)ws + w8a8_shared_bytes(W[i]),
+                                     w8a8_task_rows(W[i], nt, pq_pool_size(pool))};
+            g.first[i + 1] = (i ? g.first[i] : 0) + (W[i]->rows + g.member[i].chunk - 1) / g.member[i].chunk;
+        }
+        g.first[0] = 0;
+        pq_pool_for(pool, (nt + W8A8_QTOKENS - 1) / W8A8_QTOKENS, w8a8_quantize, &g.member[0]);
+        pq_pool_for(pool, g.first[n], w8a8_group_rows, &g);
+    }
+}
+
 // The specification: the _ref quantizer, then the _ref product.
 static void w8a8_forward_ref(const pq_linear *W, const float *x, int T, float *y) {
     void *mem = pq_alloc(pq_w8a8_act_bytes(T, W->cols));
@@ -362,7 +405,11 @@ void pq_linear_forward_group(const pq_linear *const *W, float *const *y, int n, 
     PQ_ASSERT(n >= 1 && n <= PQ_LINEAR_GROUP_MAX);
     int weight_only = 1;
     for (int i = 0; i < n; i++) weight_only = weight_only && W[i]->act.type == PQ_ACTQ_NONE;
-    if (T <= 0 || !weight_only) { // W8A8 members go one by one
+    if (T > 0 && !weight_only && W[0]->act.type != PQ_ACTQ_NONE && same_act(W, n)) {
+        w8a8_forward_group(W, y, n, x, T, ws, pool);
+        return;
+    }
+    if (T <= 0 || !weight_only) { // mixed members go one by one
         for (int i = 0; i < n; i++) pq_linear_forward(W[i], x, T, y[i], ws, pool);
         return;
     }

@@ -70,7 +70,8 @@ void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void
 // Up to PQ_LINEAR_GROUP_MAX linears of the same input (q/k/v, gate/up):
 // y[i] = x W[i]^T + b[i], equal bit for bit to pq_linear_forward on each, and
 // for T <= PQ_GEMV_MAX_T in one pool call (a batch-1 decode step wakes the
-// threads once per group instead of once per linear). Every W[i] has the same
+// threads once per group instead of once per linear; W8A8 members that
+// quantize their input alike quantize it once). Every W[i] has the same
 // cols; ws holds the largest pq_linear_workspace_bytes of the members.
 #define PQ_LINEAR_GROUP_MAX 3
 void pq_linear_forward_group(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,

@@ -106,6 +106,13 @@ static pq_linear make_linear(const char *kind, int rows, int cols, qweight *qw, 
     pq_linear L = {.rows = rows, .cols = cols};
     *data = NULL;
     *scales = NULL;
+    // W8A8: "a8i" INT8 dynamic per token, "a8is" INT8 static, "a8f" FP8 dynamic
+    if (!strncmp(kind, "a8", 2)) {
+        int fp8 = kind[2] == 'f';
+        L = make_linear(fp8 ? "fp8" : "int8", rows, cols, qw, data, scales);
+        L.act = (pq_actq){fp8 ? PQ_ACTQ_FP8 : PQ_ACTQ_INT8, kind[3] == 's' ? 0.02f : 0.0f};
+        return L;
+    }
     if (!strcmp(kind, "int8") || !strcmp(kind, "fp8") || !strcmp(kind, "fp8t")) {
         uint8_t *q = pq_alloc((size_t)rows * cols);
         float *s = pq_alloc((size_t)rows * 4);
@@ -533,9 +540,11 @@ static void check_linear(const char *kind, int rows, int cols, int with_bias) {
 
 // pq_linear_forward_group: each member's output equal bit for bit to
 // pq_linear_forward's (same kernels, same row split), mixed formats, rows
-// not multiples of the task size, one and two threads, GEMV and GEMM sizes.
+// not multiples of the task size, one and two threads, GEMV and GEMM sizes
+// (W8A8 members that quantize their input alike share it; more tokens than
+// one W8A8 chunk).
 static void check_linear_group(const char *const *kinds, const int *rows, int n, int cols) {
-    static const int Ts[] = {1, 4, 37};
+    static const int Ts[] = {1, 4, 37, 530};
     qweight qw[PQ_LINEAR_GROUP_MAX];
     memset(qw, 0, sizeof qw);
     pq_linear L[PQ_LINEAR_GROUP_MAX];
@@ -554,7 +563,7 @@ static void check_linear_group(const char *const *kinds, const int *rows, int n,
         size_t wsb = 0;
         for (int i = 0; i < n; i++) wsb = pq_linear_workspace_bytes(&L[i], nt) > wsb ? pq_linear_workspace_bytes(&L[i], nt) : wsb;
         void *ws = pq_alloc(wsb);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 3 + (kinds[0][0] == 'a'); k++) { // more than a W8A8 chunk: W8A8 groups
             int T = Ts[k], same = 1;
             float *x = pq_alloc((size_t)T * cols * 4), *y0[PQ_LINEAR_GROUP_MAX], *y1[PQ_LINEAR_GROUP_MAX];
             pq_test_fill(x, (size_t)T * cols, 1.0f);
@@ -623,6 +632,10 @@ int main(void) {
     check_linear_group((const char *[]){"q4g64", "q4g64", "q4g64"}, (const int[]){576, 192, 192}, 3, 576);
     check_linear_group((const char *[]){"q4g32a", "q8g0", "q3g64ax"}, (const int[]){300, 37, 517}, 3, 257);
     check_linear_group((const char *[]){"int8", "q4g128"}, (const int[]){172, 300}, 2, 172);
+    check_linear_group((const char *[]){"a8i", "a8i", "a8i"}, (const int[]){576, 192, 192}, 3, 576);
+    check_linear_group((const char *[]){"a8is", "a8is"}, (const int[]){300, 37}, 2, 172);
+    check_linear_group((const char *[]){"a8i", "a8is"}, (const int[]){100, 300}, 2, 257);
+    check_linear_group((const char *[]){"a8f", "a8f"}, (const int[]){130, 65}, 2, 100);
 
     if (!forced) {
         pq_test_rerun_with_isa("all", "scalar", NULL);
