@@ -204,8 +204,7 @@ static pq_status check_finite(const drv *v, int l) {
     if (v->blocks) {
         PQ_TRY(pq_calib_gpu_first_nonfinite(v->blocks, &bad));
     } else {
-        for (size_t i = 0; i < n && bad < 0; i++)
-            if (!isfinite(v->X[i])) bad = (long long)i;
+        bad = pq_scan_finite_cpu(v->X, n, NULL);
     }
     size_t i = (size_t)bad;
     PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "calibration: block %d output is not finite (window %zu, token %zu, channel %zu)",

@@ -78,6 +78,16 @@ void pq_add_ref(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+long long pq_scan_finite_ref(const float *x, size_t n, float *amax) {
+    float m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return (long long)i;
+        m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    }
+    if (amax) *amax = m;
+    return -1;
+}
+
 void pq_abs_stats_ref(const float *x, int T, int cols, int c0, int c1, double *sum, float *max) {
     for (int t = 0; t < T; t++) {
         const float *xr = x + (size_t)t * cols;
@@ -107,6 +117,10 @@ void pq_add_cpu(float *y, const float *x, size_t n) {
     if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_add_avx512(y, x, n);
     else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_add_avx2(y, x, n);
     else pq_add_ref(y, x, n);
+}
+
+long long pq_scan_finite_cpu(const float *x, size_t n, float *amax) {
+    return pq_cpu_isa() >= PQ_ISA_AVX2 ? pq_scan_finite_avx2(x, n, amax) : pq_scan_finite_ref(x, n, amax);
 }
 
 void pq_abs_stats_cpu(const float *x, int T, int cols, int c0, int c1, double *sum, float *max) {

@@ -56,6 +56,14 @@ void pq_add_cpu(float *y, const float *x, size_t n);
 void pq_add_avx2(float *y, const float *x, size_t n);
 void pq_add_avx512(float *y, const float *x, size_t n);
 
+// The index of the first NaN or infinity of x[0..n), or -1 when there is
+// none; then *amax (unless amax is NULL) = the largest |x[i]| (0 for n = 0).
+// The _avx2 version (the _cpu one on AVX2 machines) looks for a non-finite
+// value 8 lanes at a time and finds the first one as the _ref does.
+long long pq_scan_finite_ref(const float *x, size_t n, float *amax);
+long long pq_scan_finite_cpu(const float *x, size_t n, float *amax);
+long long pq_scan_finite_avx2(const float *x, size_t n, float *amax);
+
 // Columns c0..c1 of x [T][cols]: sum[c] += |x[t][c]| (in double) and
 // max[c] = the larger of max[c] and |x[t][c]| (a NaN changes neither), the
 // tokens in order (calib/stats.h's |x| statistics).

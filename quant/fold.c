@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/sys.h"
+#include "kernels/ops.h"
 
 pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, const char *name, pq_fold_block *b) {
     memset(b, 0, sizeof *b);
@@ -36,14 +37,14 @@ pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, c
         }
         pq_linear_rows(lin, 0, lin->rows, b->w[s]);
         if (lin->bias) memcpy(b->bias[s], lin->bias, (size_t)lin->rows * sizeof(float));
-        for (size_t i = 0; i < n; i++)
-            if (!isfinite(b->w[s][i])) {
-                int nan = isnan(b->w[s][i]);
-                pq_fold_block_free(b);
-                return PQ_FAIL(PQ_ERR_NUMERIC, "%s/model.layers.%d.%s.weight: weight [%zu, %zu] is %s", name, layer,
-                               pq_linear_slot_name((pq_linear_slot)s), i / lin->cols, i % lin->cols,
-                               nan ? "NaN" : "Inf");
-            }
+        long long bad = pq_scan_finite_cpu(b->w[s], n, NULL);
+        if (bad >= 0) {
+            int nan = isnan(b->w[s][bad]);
+            pq_fold_block_free(b);
+            return PQ_FAIL(PQ_ERR_NUMERIC, "%s/model.layers.%d.%s.weight: weight [%lld, %lld] is %s", name, layer,
+                           pq_linear_slot_name((pq_linear_slot)s), bad / lin->cols, bad % lin->cols,
+                           nan ? "NaN" : "Inf");
+        }
     }
     return PQ_OK;
 }

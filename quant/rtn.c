@@ -6,6 +6,7 @@
 
 #include "kernels/cpu.h"
 #include "kernels/fp8.h"
+#include "kernels/ops.h"
 #include "quant/ggml_grid.h"
 
 #define CHUNK_ROWS 16
@@ -175,17 +176,6 @@ static void chunk_fn(void *ctx, int i, int tid) {
     j->norm2[i] = n2;
 }
 
-// The first non-finite element, or -1; *amax gets max |w| otherwise.
-static long long scan(const float *w, size_t n, float *amax) {
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(w[i])) return (long long)i;
-        m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
-    }
-    *amax = m;
-    return -1;
-}
-
 pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, pq_pool *pool, pq_qtensor *q,
                           double *rel_err) {
     int rows = q->rows, cols = q->cols;
@@ -204,7 +194,7 @@ pq_status pq_rtn_quantize(const float *w, const pq_scheme *s, const char *name, 
     PQ_FAIL_IF(sdt != PQ_DT_F16 && sdt != PQ_DT_BF16 && sdt != PQ_DT_F32, PQ_ERR_ARG,
                "%s: scales cannot be stored as %s", name, pq_dtype_name(sdt));
     float amax;
-    long long bad = scan(w, (size_t)rows * cols, &amax);
+    long long bad = pq_scan_finite_cpu(w, (size_t)rows * cols, &amax);
     PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s: weight [%lld, %lld] is %s", name, bad / cols, bad % cols,
                isnan(w[bad]) ? "NaN" : "Inf");
     int nchunks = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;

@@ -401,6 +401,28 @@ static void check_ops(void) {
     }
     PQ_CHECK(bad == 0, "rope %s == _ref bit for bit, the columns past the heads untouched (%d of 4 shapes differ)", isa,
              bad);
+    // the finite scan: lengths around its blocks and lanes, -0 and subnormals,
+    // a NaN or an infinity (one or two) anywhere, none
+    bad = 0, cases = 0;
+    size_t lens[] = {0, 1, 7, 8, 33, 1023, 1024, 1025, 5000};
+    float *xs = pq_alloc(5000 * 4);
+    for (int a = 0; a < 9; a++)
+        for (int k = 0; k < 4; k++) {
+            size_t n = lens[a];
+            pq_test_fill(xs, n, 100.0f);
+            if (n > 2) xs[n / 3] = -0.0f, xs[n / 2] = 1e-40f;
+            size_t at = n ? (size_t)(pq_test_u64() % n) : 0;
+            if (n && k == 1) xs[at] = NAN;
+            if (n && k == 2) xs[at] = -INFINITY, xs[n - 1] = NAN;
+            if (n && k == 3) xs[at] = 3e38f; // finite, the largest
+            float m0 = -1, m1 = -2;
+            long long b0 = pq_scan_finite_ref(xs, n, &m0), b1 = pq_scan_finite_cpu(xs, n, &m1);
+            bad += b0 != b1 || (b0 < 0 && !same_bits(&m0, &m1, 4)) || (k == 1 && n && b0 != (long long)at);
+            cases++;
+        }
+    pq_free(xs);
+    PQ_CHECK(bad == 0, "finite scan %s == _ref: the first NaN / Inf, else the same max |x| (%d of %d cases differ)",
+             isa, bad, cases);
     bad = 0;
     int T = 29, cols = 300, ranges[][2] = {{0, 300}, {0, 256}, {256, 300}, {3, 40}, {17, 18}};
     float *x = pq_alloc((size_t)T * cols * 4);
