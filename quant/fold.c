@@ -8,7 +8,23 @@
 #include "common/sys.h"
 #include "kernels/ops.h"
 
-pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, const char *name, pq_fold_block *b) {
+// Rows per task of the pooled loops.
+#define FOLD_ROWS 32
+
+// Rows [r0, r0 + n) of W widened into w (row r at w + r * cols).
+typedef struct {
+    const pq_linear *W;
+    float *w;
+} widen_job;
+
+static void widen_task(void *ctx, int i, int tid) {
+    widen_job *j = ctx;
+    int r0 = i * FOLD_ROWS, n = j->W->rows - r0 < FOLD_ROWS ? j->W->rows - r0 : FOLD_ROWS;
+    pq_linear_rows(j->W, r0, n, j->w + (size_t)r0 * j->W->cols);
+}
+
+pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, const char *name, pq_pool *pool,
+                             pq_fold_block *b) {
     memset(b, 0, sizeof *b);
     b->c = c;
     size_t H = (size_t)c->hidden;
@@ -35,7 +51,8 @@ pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, c
             return PQ_FAIL(PQ_ERR_FORMAT, "%s: model.layers.%d.%s is not a dense weight", name, layer,
                            pq_linear_slot_name((pq_linear_slot)s));
         }
-        pq_linear_rows(lin, 0, lin->rows, b->w[s]);
+        widen_job wj = {lin, b->w[s]};
+        pq_pool_for(pool, (lin->rows + FOLD_ROWS - 1) / FOLD_ROWS, widen_task, &wj);
         if (lin->bias) memcpy(b->bias[s], lin->bias, (size_t)lin->rows * sizeof(float));
         long long bad = pq_scan_finite_cpu(b->w[s], n, NULL);
         if (bad >= 0) {
@@ -90,29 +107,46 @@ int pq_fold_group_of(pq_linear_slot slot) {
     return -1;
 }
 
-void pq_fold_apply(pq_fold_block *b, int g, const float *s) {
+// w [rows][cols]: every row times s per column (per_row 0), or divided by
+// s of its row (per_row 1), with bias[r] (if any) alike.
+typedef struct {
+    float *w, *bias;
+    int rows, cols, per_row;
+    const float *s;
+} scale_job;
+
+static void scale_task(void *ctx, int i, int tid) {
+    scale_job *j = ctx;
+    int r0 = i * FOLD_ROWS, r1 = j->rows - r0 < FOLD_ROWS ? j->rows : r0 + FOLD_ROWS;
+    for (int r = r0; r < r1; r++) {
+        float *w = j->w + (size_t)r * j->cols;
+        if (j->per_row) {
+            for (int c = 0; c < j->cols; c++) w[c] /= j->s[r];
+            if (j->bias) j->bias[r] /= j->s[r];
+        } else {
+            for (int c = 0; c < j->cols; c++) w[c] *= j->s[c];
+        }
+    }
+}
+
+static void scale_rows(float *w, float *bias, int rows, int cols, const float *s, int per_row, pq_pool *pool) {
+    scale_job j = {w, bias, rows, cols, per_row, s};
+    pq_pool_for(pool, (rows + FOLD_ROWS - 1) / FOLD_ROWS, scale_task, &j);
+}
+
+void pq_fold_apply(pq_fold_block *b, int g, const float *s, pq_pool *pool) {
     const pq_config *c = b->c;
     const pq_input_group *G = &PQ_INPUT_GROUPS[g];
     int cols = pq_input_group_cols(c, g);
     PQ_ASSERT(pq_fold_usable(c, g));
-    for (int k = 0; k < G->n; k++) {
-        pq_linear_slot m = G->members[k];
-        for (int r = 0; r < b->rows[m]; r++) {
-            float *w = b->w[m] + (size_t)r * cols;
-            for (int j = 0; j < cols; j++) w[j] *= s[j];
-        }
-    }
+    for (int k = 0; k < G->n; k++) scale_rows(b->w[G->members[k]], NULL, b->rows[G->members[k]], cols, s, 0, pool);
     if (G->from != PQ_FROM_LINEAR) {
         float *norm = G->from == PQ_FROM_ATTN_NORM ? b->attn_norm : b->mlp_norm;
         for (int j = 0; j < c->hidden; j++) norm[j] /= s[j];
         return;
     }
     pq_linear_slot p = G->from_slot;
-    for (int r = 0; r < b->rows[p]; r++) {
-        float *w = b->w[p] + (size_t)r * b->cols[p];
-        for (int j = 0; j < b->cols[p]; j++) w[j] /= s[r];
-        if (b->bias[p]) b->bias[p][r] /= s[r];
-    }
+    scale_rows(b->w[p], b->bias[p], b->rows[p], b->cols[p], s, 1, pool);
 }
 
 void pq_fold_target(int layer, int g, char *buf, size_t cap) {

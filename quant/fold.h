@@ -40,10 +40,11 @@ typedef struct {
 } pq_fold_block;
 
 // Widens block L (its linears must be dense) into b, f32 copies of
-// everything it folds. A NaN or Inf weight is PQ_ERR_NUMERIC naming `name`
-// (the model directory), the module and the element. On error b holds
-// nothing.
-pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, const char *name, pq_fold_block *b);
+// everything it folds, over the pool (may be NULL). A NaN or Inf weight is
+// PQ_ERR_NUMERIC naming `name` (the model directory), the module and the
+// element. On error b holds nothing.
+pq_status pq_fold_block_load(const pq_config *c, const pq_layer *L, int layer, const char *name, pq_pool *pool,
+                             pq_fold_block *b);
 void pq_fold_block_free(pq_fold_block *b); // NULL-safe; leaves it zeroed
 
 // The block as dense f32 linears (borrowing b's arrays), for the engine's block.
@@ -71,8 +72,8 @@ void pq_fold_install(pq_layer *L, int g, float *v);
 // The group whose members include slot.
 int pq_fold_group_of(pq_linear_slot slot);
 
-// Folds s [pq_input_group_cols(g)] (finite, > 0) into b as above; g must
-// be pq_fold_usable.
-void pq_fold_apply(pq_fold_block *b, int g, const float *s);
+// Folds s [pq_input_group_cols(g)] (finite, > 0) into b as above, the
+// weights' rows over the pool (may be NULL); g must be pq_fold_usable.
+void pq_fold_apply(pq_fold_block *b, int g, const float *s, pq_pool *pool);
 
 #endif

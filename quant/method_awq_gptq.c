@@ -189,8 +189,8 @@ static pq_status quantize_block(void *ud, int layer, pq_layer *L, const pq_act_s
     done(g);
     PQ_TRY(pq_smooth_quantize_block(g->S, layer, L, st, X));
     PQ_FAIL_IF(!g->sc, PQ_ERR_ARG, "layer %d: no result from the AWQ search", layer);
-    PQ_TRY(pq_fold_block_load(&g->c.m->cfg, L, layer, g->c.q->model, &g->b));
-    pq_smooth_fold(&g->b, g->sc, g->c.dt);
+    PQ_TRY(pq_fold_block_load(&g->c.m->cfg, L, layer, g->c.q->model, g->c.pool, &g->b));
+    pq_smooth_fold(&g->b, g->sc, g->c.dt, g->c.pool);
     for (int gi = 0; gi < PQ_NGROUPS; gi++) PQ_TRY(quantize_group(g, layer, gi, &st[gi]));
     for (int k = 0; k < PQ_NLINEAR; k++) {
         const float *bias = L->lin[k].bias;

@@ -49,9 +49,9 @@ static float *folded_vector(pq_fold_block *b, int g, int *n) {
                                                                                        : b->bias[G->from_slot];
 }
 
-void pq_smooth_fold(pq_fold_block *b, const pq_block_scales *sc, pq_dtype dt) {
+void pq_smooth_fold(pq_fold_block *b, const pq_block_scales *sc, pq_dtype dt, pq_pool *pool) {
     for (int g = 0; g < PQ_NGROUPS; g++)
-        if (sc->scale[g]) pq_fold_apply(b, g, sc->scale[g]);
+        if (sc->scale[g]) pq_fold_apply(b, g, sc->scale[g], pool);
     for (int g = 0; g < PQ_NGROUPS; g++) {
         int n;
         float *v = sc->scale[g] ? folded_vector(b, g, &n) : NULL;
@@ -367,12 +367,36 @@ static pq_status awq_loss(void *ud, const float *s, double *loss) {
     return PQ_OK;
 }
 
+// y[t][j] = x[t][j] / s[j] (divide) or x[t][j] * s[j] for rows t < T (y
+// may be x), POOL_ROWS rows a task.
+#define POOL_ROWS 32
+typedef struct {
+    const float *x, *s;
+    float *y;
+    int T, cols, divide;
+} cols_job;
+
+static void cols_task(void *ctx, int i, int tid) {
+    cols_job *j = ctx;
+    int t1 = j->T - i * POOL_ROWS < POOL_ROWS ? j->T : (i + 1) * POOL_ROWS;
+    for (int t = i * POOL_ROWS; t < t1; t++) {
+        const float *x = j->x + (size_t)t * j->cols;
+        float *y = j->y + (size_t)t * j->cols;
+        if (j->divide)
+            for (int c = 0; c < j->cols; c++) y[c] = x[c] / j->s[c];
+        else
+            for (int c = 0; c < j->cols; c++) y[c] = x[c] * j->s[c];
+    }
+}
+
+static void scale_cols(pq_pool *pool, const float *x, float *y, int T, int cols, const float *s, int divide) {
+    cols_job j = {x, s, y, T, cols, divide};
+    pq_pool_for(pool, (T + POOL_ROWS - 1) / POOL_ROWS, cols_task, &j);
+}
+
 // S->xd = the sampled inputs of group g divided by S->s_cols.
 static void scaled_sample(pq_smooth *S, int g) {
-    int cols = pq_input_group_cols(S->c, g);
-    for (int t = 0; t < S->ns[g]; t++)
-        for (int j = 0; j < cols; j++)
-            S->xd[(size_t)t * cols + j] = S->xs[g][(size_t)t * cols + j] / S->s_cols[j];
+    scale_cols(S->cfg.pool, S->xs[g], S->xd, S->ns[g], pq_input_group_cols(S->c, g), S->s_cols, 1);
 }
 
 // Sum of squares of y - y0 over n values, and of y0 (optional).
@@ -428,19 +452,31 @@ static pq_status awq_scales(pq_smooth *S, int g) {
     return PQ_OK;
 }
 
-static pq_status sq_scales(pq_smooth *S, int g) {
-    const pq_config *c = S->c;
-    const pq_input_group *G = &PQ_INPUT_GROUPS[g];
-    int n = pq_input_group_cols(c, g);
-    for (int j = 0; j < n; j++) S->stat[j] = S->st[g].abs_max[j], S->wmax[j] = 0;
+// S->wmax[j] = max |W[r][j]| over the rows of group S->g's members, for
+// the WMAX_COLS columns of task i (fmaxf's result, a NaN never wins,
+// without its call per weight).
+#define WMAX_COLS 256
+static void wmax_task(void *ctx, int i, int tid) {
+    pq_smooth *S = ctx;
+    const pq_input_group *G = &PQ_INPUT_GROUPS[S->g];
+    int n = pq_input_group_cols(S->c, S->g), j0 = i * WMAX_COLS, j1 = n - j0 < WMAX_COLS ? n : j0 + WMAX_COLS;
+    for (int j = j0; j < j1; j++) S->wmax[j] = 0;
     for (int k = 0; k < G->n; k++) {
         pq_linear_slot m = G->members[k];
         for (int r = 0; r < S->b.rows[m]; r++)
-            for (int j = 0; j < n; j++) { // fmaxf's result (a NaN never wins), without its call per weight
+            for (int j = j0; j < j1; j++) {
                 float a = fabsf(S->b.w[m][(size_t)r * n + j]);
                 S->wmax[j] = a > S->wmax[j] ? a : S->wmax[j];
             }
     }
+}
+
+static pq_status sq_scales(pq_smooth *S, int g) {
+    const pq_config *c = S->c;
+    const pq_input_group *G = &PQ_INPUT_GROUPS[g];
+    int n = pq_input_group_cols(c, g);
+    for (int j = 0; j < n; j++) S->stat[j] = S->st[g].abs_max[j];
+    pq_pool_for(S->cfg.pool, (n + WMAX_COLS - 1) / WMAX_COLS, wmax_task, S);
     double alpha = S->cfg.p.alpha;
     if (alpha == PQ_ALPHA_AUTO) { // the first minimum of the grid
         double best = INFINITY;
@@ -498,8 +534,7 @@ static pq_status output_errors(pq_smooth *S) {
         for (int g2 = 0; g2 < PQ_NGROUPS; g2++) {
             const pq_input_group *G = &PQ_INPUT_GROUPS[g2];
             if (G->from != PQ_FROM_LINEAR || G->from_slot != (pq_linear_slot)k || !S->sc.scale[g2]) continue;
-            for (int t = 0; t < T; t++)
-                for (int r = 0; r < v.rows; r++) S->y[(size_t)t * v.rows + r] *= S->sc.scale[g2][r];
+            scale_cols(S->cfg.pool, S->y, S->y, T, v.rows, S->sc.scale[g2], 0);
         }
         double norm, e = sq_diff(S->y, S->y0, (size_t)T * v.rows, &norm);
         S->qb.out_err[k] = norm > 0 ? e / norm : 0;
@@ -514,7 +549,7 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
     pq_smooth_block_free(&S->qb);
     pq_fold_block_free(&S->b);
     S->layer = layer, S->L = L, S->X = X, S->st = st;
-    PQ_TRY(pq_fold_block_load(c, L, layer, S->cfg.m->dir, &S->b));
+    PQ_TRY(pq_fold_block_load(c, L, layer, S->cfg.m->dir, S->cfg.pool, &S->b));
     PQ_TRY(take_sample(S));
     for (int g = 0; g < PQ_NGROUPS; g++) {
         S->g = g;
@@ -524,7 +559,7 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
         if (S->cfg.kind == PQ_SMOOTH_AWQ && S->sc.scale[g]) PQ_TRY(awq_scales(S, g));
         if (S->cfg.kind == PQ_SMOOTH_SQ && S->sc.scale[g]) PQ_TRY(sq_scales(S, g));
     }
-    pq_smooth_fold(&S->b, &S->sc, S->cfg.dt);
+    pq_smooth_fold(&S->b, &S->sc, S->cfg.dt, S->cfg.pool);
     PQ_TRY(clip_all(S));
     for (int g = 0; g < PQ_NGROUPS && pq_scheme_act_static(&S->cfg.scheme); g++) {
         expand(S, g, S->sc.scale[g]);

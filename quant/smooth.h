@@ -114,7 +114,7 @@ void pq_smooth_block_free(pq_smooth_block *qb); // NULL-safe; leaves it zeroed
 // Folds every scale of sc into b (quant/fold.h), then rounds the folded
 // norms and biases to dt (the dtype they are stored in, so the file holds
 // what was calibrated).
-void pq_smooth_fold(pq_fold_block *b, const pq_block_scales *sc, pq_dtype dt);
+void pq_smooth_fold(pq_fold_block *b, const pq_block_scales *sc, pq_dtype dt, pq_pool *pool);
 
 // Quantizes the folded block b: each linear clamped to its clip values,
 // then RTN with scheme s, scales in dt; static activation scales attached.

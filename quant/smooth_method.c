@@ -113,8 +113,8 @@ pq_status pq_smooth_method_block(void *state, int layer, pq_block_out *out) {
     smooth_state *st = state;
     const pq_method_ctx *c = &st->c;
     PQ_TRY(pq_scales_read_block(c->scales, c->m, st->kind, c->scheme, layer, &st->file_sc));
-    PQ_TRY(pq_fold_block_load(&c->m->cfg, &c->m->layers[layer], layer, c->q->model, &st->b));
-    pq_smooth_fold(&st->b, &st->file_sc, c->dt);
+    PQ_TRY(pq_fold_block_load(&c->m->cfg, &c->m->layers[layer], layer, c->q->model, c->pool, &st->b));
+    pq_smooth_fold(&st->b, &st->file_sc, c->dt, c->pool);
     PQ_TRY(pq_smooth_quantize(&st->b, &st->file_sc, c->scheme, c->dt, layer, c->q->model, c->pool, &st->own));
     st->sc = &st->file_sc, st->qb = &st->own;
     return pq_smooth_method_result(st, layer, out);

@@ -54,18 +54,27 @@ static void forward(const pq_config *c, const pq_layer *L, const float *x, float
 
 // Folds random scales (log-uniform in [1/4, 4]) into group g (-1: every
 // foldable one) of a copy of L and returns max |y' - y| / max |y| of the
-// block output.
-static double fold_error(const pq_config *c, const pq_layer *L, int g, pq_pool *pool) {
-    pq_fold_block a, b;
-    PQ_ASSERT(pq_fold_block_load(c, L, 0, "t", &a) == PQ_OK && pq_fold_block_load(c, L, 0, "t", &b) == PQ_OK);
+// block output; *same: whether loading and folding over the pool gave the
+// bits of the same in line (no pool).
+static double fold_error(const pq_config *c, const pq_layer *L, int g, pq_pool *pool, int *same) {
+    pq_fold_block a, b, l;
+    PQ_ASSERT(pq_fold_block_load(c, L, 0, "t", pool, &a) == PQ_OK && pq_fold_block_load(c, L, 0, "t", pool, &b) == PQ_OK &&
+              pq_fold_block_load(c, L, 0, "t", NULL, &l) == PQ_OK);
     for (int k = 0; k < PQ_NGROUPS; k++) {
         if ((g >= 0 && k != g) || !pq_fold_usable(c, k)) continue;
         int n = pq_input_group_cols(c, k);
         float *s = malloc((size_t)n * sizeof(float));
         for (int i = 0; i < n; i++) s[i] = powf(4.0f, pq_test_uniform());
-        pq_fold_apply(&b, k, s);
+        pq_fold_apply(&b, k, s, pool);
+        pq_fold_apply(&l, k, s, NULL);
         free(s);
     }
+    *same = !memcmp(b.attn_norm, l.attn_norm, (size_t)c->hidden * 4) &&
+            !memcmp(b.mlp_norm, l.mlp_norm, (size_t)c->hidden * 4);
+    for (int k = 0; k < PQ_NLINEAR; k++)
+        *same = *same && !memcmp(b.w[k], l.w[k], (size_t)b.rows[k] * b.cols[k] * 4) &&
+                (!b.bias[k] || !memcmp(b.bias[k], l.bias[k], (size_t)b.rows[k] * 4));
+    pq_fold_block_free(&l);
     size_t n = (size_t)T_TOK * c->hidden;
     float *x = malloc(n * 4), *y0 = malloc(n * 4), *y1 = malloc(n * 4);
     pq_test_fill(x, n, 1.0f);
@@ -96,10 +105,15 @@ static void test_fold(pq_pool *pool) {
     PQ_CHECK(!pq_fold_usable(&m->cfg, 1) && pq_fold_usable(&m->cfg, 0) && pq_fold_usable(&m->cfg, 2) &&
                  pq_fold_usable(&m->cfg, 3),
              "fold table on the fixture (8 heads on 4 kv heads): o <- v_proj not used (GQA), the other three are");
+    int same = 1;
     for (int g = -1; g < PQ_NGROUPS; g++) {
         double worst = 0;
         if (g >= 0 && !pq_fold_usable(&m->cfg, g)) continue;
-        for (int l = 0; l < m->cfg.n_layers; l++) worst = fmax(worst, fold_error(&m->cfg, &m->layers[l], g, pool));
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            int ok;
+            worst = fmax(worst, fold_error(&m->cfg, &m->layers[l], g, pool, &ok));
+            same &= ok;
+        }
         PQ_CHECK(worst <= FOLD_BOUND, "fold, fixture (FP16 widened), %s <- %s: block output moves "
                  "%.2e of its max (bound 2^-17)", g < 0 ? "every group" : PQ_INPUT_GROUPS[g].name,
                  g < 0 ? "its producer (o: not folded)" : PQ_INPUT_GROUPS[g].from == PQ_FROM_LINEAR
@@ -118,10 +132,14 @@ static void test_fold(pq_pool *pool) {
     memcpy(L->attn_norm, norm, sizeof norm);
     L->lin[PQ_V].bias = bias;
     for (int g = -1; g < PQ_NGROUPS; g++) {
-        double e = fold_error(&c, L, g, pool);
+        int ok;
+        double e = fold_error(&c, L, g, pool, &ok);
+        same &= ok;
         PQ_CHECK(e <= FOLD_BOUND, "fold, random block (6 heads, v bias, intermediate 200), %s: %.2e of the max",
                  g < 0 ? "every group" : PQ_INPUT_GROUPS[g].name, e);
     }
+    PQ_CHECK(same, "fold: widening and folding over the pool give the bits of the same in line (fixture and "
+             "random blocks, every group)");
     L->lin[PQ_V].bias = NULL;
     pq_model_free(m);
     PQ_CHECK(pq_fold_usable(&c, 1), "fold table with 6 heads on 6 kv heads: o <- v_proj used");
