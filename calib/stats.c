@@ -50,26 +50,23 @@ typedef struct {
 
 // Task t of X^T X's upper triangle, the larger ones first (the pool claims
 // tasks in order, so the small ones even out the threads' ends): the tiles
-// above the diagonal (row block bi < column block bj, row by row), then the
-// diagonal tiles in halves, the upper three quarters of each (its lower
-// left quarter is below the diagonal; the upper triangle of the whole is
-// what pq_act_stats_finish mirrors). Splitting a product into blocks keeps
-// every element's sum (the same sgemm over the same tokens).
+// above the diagonal (row block bi < column block bj, row by row) by sgemm,
+// then the upper triangles of the diagonal tiles by ssyrk (the upper
+// triangle of the whole is what pq_act_stats_finish mirrors).
 static void xtx_tile(void *ctx, int t, int tid) {
     add_job *j = ctx;
-    int cols = j->s->cols, off = j->nb * (j->nb - 1) / 2, i0, j0, m, n;
+    int cols = j->s->cols, off = j->nb * (j->nb - 1) / 2;
     if (t < off) {
         int bi = 0;
         while (t >= j->nb - 1 - bi) t -= j->nb - 1 - bi, bi++;
-        i0 = bi * TILE, j0 = (bi + 1 + t) * TILE, m = TILE, n = min_i(TILE, cols - j0);
+        int i0 = bi * TILE, j0 = (bi + 1 + t) * TILE, n = min_i(TILE, cols - j0);
+        pq_sgemm_tn(TILE, n, j->T, 1.0f, j->x + i0, cols, j->x + j0, cols, 1.0f, j->s->xtx + (size_t)i0 * cols + j0,
+                    cols);
     } else {
-        t -= off;
-        int half = TILE / 2, d = t / 3, q = t % 3; // quarters (0,0), (0,1), (1,1)
-        i0 = d * TILE + (q == 2) * half, j0 = d * TILE + (q > 0) * half;
-        m = min_i(half, cols - i0), n = min_i(half, cols - j0);
+        int d0 = (t - off) * TILE;
+        pq_ssyrk_tn_upper(min_i(TILE, cols - d0), j->T, 1.0f, j->x + d0, cols, 1.0f,
+                          j->s->xtx + (size_t)d0 * cols + d0, cols);
     }
-    if (m > 0 && n > 0)
-        pq_sgemm_tn(m, n, j->T, 1.0f, j->x + i0, cols, j->x + j0, cols, 1.0f, j->s->xtx + (size_t)i0 * cols + j0, cols);
 }
 
 // Columns [c0, c0 + TILE): |x| sums and maxima, tokens in order.
@@ -83,7 +80,7 @@ void pq_act_stats_add(pq_act_stats *s, const float *x, int T, int what, pq_pool 
     if (T <= 0) return;
     add_job j = {s, x, T, (s->cols + TILE - 1) / TILE};
     what &= s->want;
-    if (what & PQ_STAT_XTX) pq_pool_for(pool, j.nb * (j.nb - 1) / 2 + 3 * j.nb, xtx_tile, &j);
+    if (what & PQ_STAT_XTX) pq_pool_for(pool, j.nb * (j.nb - 1) / 2 + j.nb, xtx_tile, &j);
     if (what & PQ_STAT_ABS) pq_pool_for(pool, j.nb, abs_cols, &j);
     s->n += T;
 }

@@ -5,7 +5,7 @@
 //   xtx         sum over tokens of x[t]^T x[t] (the GPTQ Hessian is 2 xtx / n)
 // accumulated window by window in a fixed order: xtx on a fixed grid of
 // PQ_STATS_TILE-wide tiles, each tile one sgemm per window (beta = 1; a
-// diagonal tile three, its upper quarters), the tiles spread over the pool;
+// diagonal tile its upper triangle, one ssyrk), the tiles spread over the pool;
 // abs_sum / abs_max per column over tokens in order. Results depend only on
 // the inputs and their order, never on the thread count. xtx is accumulated in f32 like the reference's (its
 // elements are sums of n products; relative error ~n 2^-24 in the worst

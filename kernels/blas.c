@@ -5,17 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, UPPER = 121 };
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                          int lda, const float *B, int ldb, float beta, float *C, int ldc);
 typedef void (*dgemm_fn)(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A,
                          int lda, const double *B, int ldb, double beta, double *C, int ldc);
+typedef void (*ssyrk_fn)(int order, int uplo, int trans, int N, int K, float alpha, const float *A, int lda,
+                         float beta, float *C, int ldc);
 typedef void (*set_threads_fn)(int);
 typedef char *(*corename_fn)(void);
 
 static sgemm_fn cblas_sgemm_;
 static dgemm_fn cblas_dgemm_;
+static ssyrk_fn cblas_ssyrk_;
 static set_threads_fn set_threads_;
 static char core[64];
 static pq_status init_status = PQ_OK;
@@ -46,11 +49,12 @@ static void load(void) {
     }
     cblas_sgemm_ = (sgemm_fn)dlsym(h, "cblas_sgemm");
     cblas_dgemm_ = (dgemm_fn)dlsym(h, "cblas_dgemm");
+    cblas_ssyrk_ = (ssyrk_fn)dlsym(h, "cblas_ssyrk");
     set_threads_ = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
     corename_fn corename = (corename_fn)dlsym(h, "openblas_get_corename");
-    if (!cblas_sgemm_ || !cblas_dgemm_) {
+    if (!cblas_sgemm_ || !cblas_dgemm_ || !cblas_ssyrk_) {
         init_status = PQ_ERR_IO;
-        snprintf(init_error, sizeof init_error, "libopenblas.so.0 has no cblas_sgemm / cblas_dgemm");
+        snprintf(init_error, sizeof init_error, "libopenblas.so.0 has no cblas_sgemm / cblas_dgemm / cblas_ssyrk");
         return;
     }
     if (set_threads_) set_threads_(1);
@@ -81,6 +85,12 @@ void pq_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda, cons
     PQ_ASSERT(cblas_sgemm_);
     if (M <= 0 || N <= 0) return;
     cblas_sgemm_(ROW_MAJOR, NO_TRANS, NO_TRANS, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void pq_ssyrk_tn_upper(int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {
+    PQ_ASSERT(cblas_ssyrk_);
+    if (N <= 0) return;
+    cblas_ssyrk_(ROW_MAJOR, UPPER, TRANS, N, K, alpha, A, lda, beta, C, ldc);
 }
 
 void pq_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,

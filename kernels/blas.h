@@ -29,6 +29,9 @@ void pq_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda, cons
 // C[M,N] = alpha * A[K,M]^T . B[K,N] + beta * C   (X^T X of activations x[T][cols])
 void pq_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc);
+// The upper triangle (row <= column) of C[N,N] = alpha * A[K,N]^T . A[K,N] +
+// beta * C (ssyrk); the strictly lower triangle is not touched.
+void pq_ssyrk_tn_upper(int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 // Double precision, same conventions (the GPTQ solver and quant/linalg.c).
 void pq_dgemm_nt(int M, int N, int K, double alpha, const double *A, int lda, const double *B, int ldb,
                  double beta, double *C, int ldc);
