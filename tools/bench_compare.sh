@@ -30,8 +30,9 @@
 # loading: a text too short to score, resp. tg1). On a shared machine the CPU
 # time is the steadier of the two; both are printed.
 # Then tools/bench_compare_llmc.sh (llm-compressor vs pq) with
-# PQ, PQ_BENCH_F16 (the F16 checkpoint), PQ_BENCH_WINDOWS, PQ_CACHE in its
-# environment; what it prints is appended to the same section.
+# PQ, PQ_BENCH_F16 (the F16 checkpoint), PQ_CACHE in its environment (its
+# PPL windows are its own, PQ_BENCH_LLMC_WINDOWS); what it prints is
+# appended to the same section.
 #
 #   make bench-compare
 #   PQ_BENCH_ROUNDS=5 PQ_BENCH_WINDOWS=16 PQ_BENCH_PPL_THREADS="1 2" sh tools/bench_compare.sh
@@ -244,7 +245,7 @@ OUT=$RUN/report.md
     steps=$(awk '$1 == "decode" && $4 == "pq" && $8 != 128 { print $8 }' "$RES" | sort -u | tr '\n' ' ')
     if [ -n "$steps" ]; then echo; echo "(pq runs that stopped early at EOS: decode steps $steps)"; fi
     echo
-    PQ=$PQ PQ_BENCH_F16=$RUN/F16 PQ_BENCH_WINDOWS=$WINDOWS PQ_CACHE=$CACHE sh "$ROOT/tools/bench_compare_llmc.sh" ||
+    PQ=$PQ PQ_BENCH_F16=$RUN/F16 PQ_CACHE=$CACHE sh "$ROOT/tools/bench_compare_llmc.sh" ||
         echo "(tools/bench_compare_llmc.sh failed: exit $?)"
 } >"$OUT"
 cat "$OUT"

@@ -27,7 +27,7 @@
 # Environment: PQ (build/pq), PQ_SHARED (../shared), PQ_CACHE (~/.cache/pq),
 # PQ_VENV_ORACLES ($PQ_CACHE/venv-oracles: torch, transformers, datasets,
 # llmcompressor), PQ_BENCH_F16 (an F16 checkpoint of SmolLM2; default: made
-# from tools/get_smollm2.sh's GGUF), PQ_BENCH_WINDOWS (40), PQ_BENCH_LLMC_JOBS
+# from tools/get_smollm2.sh's GGUF), PQ_BENCH_LLMC_WINDOWS (40), PQ_BENCH_LLMC_JOBS
 # ("rtn gptq awq smoothquant"), PQ_BENCH_LLMC_NSAMPLES (16),
 # PQ_BENCH_LLMC_SEQLEN (512), PQ_BENCH_LLMC_THREADS (2),
 # PQ_BENCH_LLMC_LIMIT (900 seconds per peer job), PQ_BENCH_LLMC_ROUNDS (1: interleaved
@@ -38,7 +38,7 @@ PQ=${PQ:-$ROOT/build/pq}
 SHARED=${PQ_SHARED:-$ROOT/../shared}
 CACHE=${PQ_CACHE:-$HOME/.cache/pq}
 PY=${PQ_VENV_ORACLES:-$CACHE/venv-oracles}/bin/python
-WINDOWS=${PQ_BENCH_WINDOWS:-40}
+WINDOWS=${PQ_BENCH_LLMC_WINDOWS:-40}
 JOBS=${PQ_BENCH_LLMC_JOBS:-rtn gptq awq smoothquant}
 N=${PQ_BENCH_LLMC_NSAMPLES:-16}
 L=${PQ_BENCH_LLMC_SEQLEN:-512}
