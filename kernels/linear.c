@@ -297,24 +297,10 @@ static int w8a8_task_rows(const pq_linear *W, int T, int nthreads) {
     return per > PANEL_ROWS ? PANEL_ROWS : per;
 }
 
-static void w8a8_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool) {
-    PQ_ASSERT(((W->act.type == PQ_ACTQ_INT8 && W->fmt == PQ_W_INT8) ||
-               (W->act.type == PQ_ACTQ_FP8 && W->fmt == PQ_W_FP8)) && W->cols <= PQ_W8A8_MAX_COLS);
-    size_t act_bytes = pq_w8a8_act_bytes(W8A8_CHUNK, W->cols);
-    for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK) {
-        int nt = T - t0 < W8A8_CHUNK ? T - t0 : W8A8_CHUNK;
-        w8a8_job j = {W, x + (size_t)t0 * W->cols, pq_w8a8_act_view(ws, nt, W->cols),
-                      (float *)((char *)ws + act_bytes), {y + (size_t)t0 * W->rows, NULL, W->rows, W->bias},
-                      (char *)ws + w8a8_shared_bytes(W), w8a8_task_rows(W, nt, pq_pool_size(pool))};
-        pq_pool_for(pool, (nt + W8A8_QTOKENS - 1) / W8A8_QTOKENS, w8a8_quantize, &j);
-        pq_pool_for(pool, (W->rows + j.chunk - 1) / j.chunk, w8a8_rows, &j);
-    }
-}
-
-// Members of a group that quantize their input alike (the same activation
-// type and static scale, as SmoothQuant's q/k/v or gate/up): the chunk
-// quantized once, then every member's row tasks (as w8a8_forward cuts
-// them) in one pool call.
+// Members that quantize their input alike (the same activation type and
+// static scale: one linear, or SmoothQuant's q/k/v or gate/up): per chunk
+// of tokens the input quantized once, then every member's row tasks in one
+// pool call.
 static int same_act(const pq_linear *const *W, int n) {
     for (int i = 1; i < n; i++)
         if (W[i]->act.type != W[0]->act.type || W[i]->act.static_scale != W[0]->act.static_scale) return 0;
@@ -333,22 +319,24 @@ static void w8a8_group_rows(void *ctx, int p, int tid) {
     w8a8_rows(&g->member[i], p - g->first[i], tid);
 }
 
-static void w8a8_forward_group(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
-                               pq_pool *pool) {
+static void w8a8_forward(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
+                         pq_pool *pool) {
     int cols = W[0]->cols;
+    for (int i = 0; i < n; i++)
+        PQ_ASSERT(((W[i]->act.type == PQ_ACTQ_INT8 && W[i]->fmt == PQ_W_INT8) ||
+                   (W[i]->act.type == PQ_ACTQ_FP8 && W[i]->fmt == PQ_W_FP8)) &&
+                  W[i]->cols == cols && cols <= PQ_W8A8_MAX_COLS);
     size_t act_bytes = pq_w8a8_act_bytes(W8A8_CHUNK, cols);
     for (int t0 = 0; t0 < T; t0 += W8A8_CHUNK) {
         int nt = T - t0 < W8A8_CHUNK ? T - t0 : W8A8_CHUNK;
-        w8a8_group_job g;
+        w8a8_group_job g = {.first = {0}};
         for (int i = 0; i < n; i++) {
-            PQ_ASSERT(W[i]->cols == cols);
             g.member[i] = (w8a8_job){W[i], x + (size_t)t0 * cols, pq_w8a8_act_view(ws, nt, cols),
                                      (float *)((char *)ws + act_bytes), {y[i] + (size_t)t0 * W[i]->rows, NULL,
                                      W[i]->rows, W[i]->bias}, (char *)ws + w8a8_shared_bytes(W[i]),
                                      w8a8_task_rows(W[i], nt, pq_pool_size(pool))};
-            g.first[i + 1] = (i ? g.first[i] : 0) + (W[i]->rows + g.member[i].chunk - 1) / g.member[i].chunk;
+            g.first[i + 1] = g.first[i] + (W[i]->rows + g.member[i].chunk - 1) / g.member[i].chunk;
         }
-        g.first[0] = 0;
         pq_pool_for(pool, (nt + W8A8_QTOKENS - 1) / W8A8_QTOKENS, w8a8_quantize, &g.member[0]);
         pq_pool_for(pool, g.first[n], w8a8_group_rows, &g);
     }
@@ -374,7 +362,7 @@ static void w8a8_forward_ref(const pq_linear *W, const float *x, int T, float *y
 
 void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool) {
     if (T <= 0) return;
-    if (W->act.type != PQ_ACTQ_NONE) { w8a8_forward(W, x, T, y, ws, pool); return; }
+    if (W->act.type != PQ_ACTQ_NONE) { w8a8_forward(&W, &y, 1, x, T, ws, pool); return; }
     job j = {W, x, T, y, ws, 0};
     if (T <= PQ_GEMV_MAX_T) {
         if (W->fmt == PQ_W_QPACK) pq_qpack_gemv_prepare_cpu(&W->q, x, T, ws);
@@ -405,8 +393,8 @@ void pq_linear_forward_group(const pq_linear *const *W, float *const *y, int n, 
     PQ_ASSERT(n >= 1 && n <= PQ_LINEAR_GROUP_MAX);
     int weight_only = 1;
     for (int i = 0; i < n; i++) weight_only = weight_only && W[i]->act.type == PQ_ACTQ_NONE;
-    if (T > 0 && !weight_only && W[0]->act.type != PQ_ACTQ_NONE && same_act(W, n)) {
-        w8a8_forward_group(W, y, n, x, T, ws, pool);
+    if (T > 0 && W[0]->act.type != PQ_ACTQ_NONE && same_act(W, n)) {
+        w8a8_forward(W, y, n, x, T, ws, pool);
         return;
     }
     if (T <= 0 || !weight_only) { // mixed members go one by one
