@@ -85,32 +85,15 @@ void pq_add_avx2(float *y, const float *x, size_t n) {
     pq_add_ref(y + i, x + i, n - i);
 }
 
-// Blocks of 1024: the largest magnitude as integer bits (for floats without
-// a sign, a larger one has larger bits; an infinity or NaN has bits of at
-// least 0x7f800000), four 8-lane chains; a block with a non-finite value
-// goes to the _ref, which finds the first one.
+// Blocks of 1024 by pq_amax_bits_avx2 (kernels/simd.h); a block with a
+// non-finite value goes to the _ref, which finds the first one.
 long long pq_scan_finite_avx2(const float *x, size_t n, float *amax) {
-    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
     uint32_t m = 0;
     for (size_t i0 = 0; i0 < n; i0 += 1024) {
-        size_t i1 = n - i0 < 1024 ? n : i0 + 1024, i = i0;
-        __m256i b[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (; i + 32 <= i1; i += 32)
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                b[k] = _mm256_max_epu32(b[k], _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8 * k)), abs));
-        __m256i bv = _mm256_max_epu32(_mm256_max_epu32(b[0], b[1]), _mm256_max_epu32(b[2], b[3]));
-        uint32_t lanes[8], bm = 0;
-        _mm256_storeu_si256((__m256i *)lanes, bv);
-        for (int l = 0; l < 8; l++) bm = lanes[l] > bm ? lanes[l] : bm;
-        for (; i < i1; i++) {
-            uint32_t u;
-            memcpy(&u, x + i, 4);
-            u &= 0x7fffffffu;
-            bm = u > bm ? u : bm;
-        }
+        size_t len = n - i0 < 1024 ? n - i0 : 1024;
+        uint32_t bm = pq_amax_bits_avx2(x + i0, len);
         if (bm >= 0x7f800000u) {
-            long long bad = pq_scan_finite_ref(x + i0, i1 - i0, NULL);
+            long long bad = pq_scan_finite_ref(x + i0, len, NULL);
             return bad < 0 ? bad : (long long)i0 + bad;
         }
         m = bm > m ? bm : m;

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/linear.h"
 
@@ -94,6 +95,33 @@ PQ_INLINE float pq_softmax_max(const float *x, int n) {
     float mx = _mm_cvtss_f32(h);
     for (i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     return mx;
+}
+
+// The largest |x[i]| of x[0..n) as float bits with the sign cleared (for
+// floats without a sign, a larger one has larger bits; an infinity or NaN
+// has bits of at least 0x7f800000; 0 for n = 0): 8 lanes in four chains,
+// then across the lanes, then the tail.
+PQ_INLINE uint32_t pq_amax_bits_avx2(const float *x, size_t n) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+    __m256i b[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            b[k] = _mm256_max_epu32(b[k], _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8 * k)), abs));
+    for (; i + 8 <= n; i += 8)
+        b[0] = _mm256_max_epu32(b[0], _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), abs));
+    __m256i bv = _mm256_max_epu32(_mm256_max_epu32(b[0], b[1]), _mm256_max_epu32(b[2], b[3]));
+    uint32_t lanes[8], m = 0;
+    _mm256_storeu_si256((__m256i *)lanes, bv);
+    for (int l = 0; l < 8; l++) m = lanes[l] > m ? lanes[l] : m;
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
+    }
+    return m;
 }
 
 // The sum of the 8 int32 of v (wrapping, as the integer sums they finish are exact).

@@ -19,29 +19,11 @@
 
 // ---- activation quantization -------------------------------------------
 
-static uint32_t amax_bits(const float *x, int cols) {
-    __m256i m = _mm256_setzero_si256();
-    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
-    int c = 0;
-    for (; c + 8 <= cols; c += 8)
-        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + c)), abs));
-    uint32_t lanes[8], best = 0;
-    _mm256_storeu_si256((__m256i *)lanes, m);
-    for (int i = 0; i < 8; i++) best = lanes[i] > best ? lanes[i] : best;
-    for (; c < cols; c++) {
-        uint32_t u;
-        memcpy(&u, x + c, 4);
-        u &= 0x7fffffffu;
-        best = u > best ? u : best;
-    }
-    return best;
-}
-
 void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a) {
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         int8_t *q = a->q + (size_t)t * a->ld;
-        uint32_t m = amax_bits(xt, cols);
+        uint32_t m = pq_amax_bits_avx2(xt, (size_t)cols);
         if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
@@ -91,7 +73,7 @@ void pq_actq_fp8_avx2(const float *x, int T, int cols, float static_scale, pq_w8
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * cols;
         uint8_t *q = (uint8_t *)a->q + (size_t)t * a->ld;
-        uint32_t m = amax_bits(xt, cols);
+        uint32_t m = pq_amax_bits_avx2(xt, (size_t)cols);
         if (m >= 0x7f800000u) { pq_w8a8_bad_token(a, t); continue; }
         float amax;
         memcpy(&amax, &m, 4);
