@@ -44,6 +44,20 @@ static size_t block_source_bytes(const pq_layer *L) {
     return b;
 }
 
+// The f32 panels of a block's weights (pq_linear_pack_panels), packed once
+// per pass when more than one window goes through it: the most any block of
+// the model takes (W8A8 linears take none; every other format as its dense
+// source).
+static size_t block_panels_bytes(const pq_model *m, const pq_calib_data *d) {
+    size_t most = 0;
+    for (int l = 0; d->n > 1 && l < m->cfg.n_layers; l++) {
+        size_t b = 0;
+        for (int s = 0; s < PQ_NLINEAR; s++) b += pq_linear_panels_bytes(&m->layers[l].lin[s]);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
 // What one window through a block needs: pq_block_scratch for len tokens
 // (its linear workspace as a weight-only quantized linear of the widest
 // input needs it: the most of any weight-only format), the K/V of the
@@ -77,7 +91,7 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
         r->model_bytes += pq_linear_weight_bytes(&m->embed);
     }
     r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
-    r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool));
+    r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool)) + block_panels_bytes(m, d);
     pq_device dev;
     if (pq_device_resolve(p->device, &dev) == PQ_OK && use_gpu(meth, dev)) {
         if (meth->stats & ~PQ_STAT_XTX) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
@@ -109,6 +123,7 @@ typedef struct {
     size_t lin_ws;          // bytes of s.lin_ws
     float *X, *xw;          // X [n][len][hidden], xw: one window
     float *kc, *vc;         // [len][kv_dim]
+    float *panels;          // block_panels_bytes, or NULL (one window)
     double *inv_freq;
     pq_act_stats st[PQ_NGROUPS];
     int active[PQ_NGROUPS]; // measured in the current pass
@@ -187,12 +202,18 @@ static pq_status pass(drv *v, int l, int measure) {
         PQ_TRY(pq_calib_gpu_get_inputs(v->blocks, v->X));
     }
     PQ_TRY(ensure_ws(v, L));
+    for (int k = 0, off = 0; v->panels && k < PQ_NLINEAR; k++) // packed once for every window
+        if (pq_linear_panels_bytes(&L->lin[k])) {
+            pq_linear_pack_panels(&L->lin[k], v->panels + off, v->s.lin_ws, v->p->pool);
+            off += (int)(pq_linear_panels_bytes(&L->lin[k]) / sizeof(float));
+        }
     for (int w = 0; w < v->d->n; w++) {
         float *x = v->X + (size_t)w * win;
         v->window = w;
         if (measure) x = memcpy(v->xw, x, win * sizeof(float));
         pq_block_forward_cpu(c, L, l, x, v->d->len, 0, v->kc, v->vc, &v->s, v->p->pool, measure ? &hooks : NULL);
     }
+    for (int k = 0; k < PQ_NLINEAR; k++) L->lin[k].panels = NULL;
     v->r->t_forward += pq_now() - t0 - (v->r->t_stats - t_stats0);
     if (v->blocks && !measure) PQ_TRY(pq_calib_gpu_set_inputs(v->blocks, v->X));
     return PQ_OK;
@@ -270,8 +291,10 @@ static pq_status setup(drv *v) {
     v->xw = pq_alloc((size_t)len * c->hidden * sizeof(float));
     v->kc = pq_alloc((size_t)len * kvd * sizeof(float));
     v->vc = pq_alloc((size_t)len * kvd * sizeof(float));
+    size_t pb = block_panels_bytes(v->m, v->d);
+    v->panels = pb ? pq_alloc(pb) : NULL;
     v->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
-    PQ_FAIL_IF(!v->X || !v->xw || !v->kc || !v->vc || !v->inv_freq, PQ_ERR_NOMEM,
+    PQ_FAIL_IF(!v->X || !v->xw || !v->kc || !v->vc || !v->inv_freq || (pb && !v->panels), PQ_ERR_NOMEM,
                "out of memory for the calibration activations (%d windows of %d tokens: %.1f MiB)", v->d->n, len,
                v->r->act_bytes / 1048576.0);
     pq_rope_params rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
@@ -333,6 +356,7 @@ done:
     pq_free(v.xw);
     pq_free(v.kc);
     pq_free(v.vc);
+    pq_free(v.panels);
     free(v.inv_freq);
     r->peak_rss = pq_peak_rss_bytes();
     return s;

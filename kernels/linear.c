@@ -187,6 +187,23 @@ static void gemm_pack_x_task(void *ctx, int i, int tid) {
     pq_gemm_pack_x(g->tl, g->x, g->T, cols, b0, n, g->xp);
 }
 
+// Rows rj..rj+nj-1 of W packed as one panel wp (nj <= nr); rows: a
+// PACK_ROWS x cols buffer (quantized formats are widened through it).
+static void pack_panel(const pq_linear *W, pq_gemm_tile tl, int rj, int nj, float *wp, float *rows) {
+    int cols = W->cols;
+    if (nj < tl.nr) pq_gemm_pad_w(tl, nj, cols, wp);
+    if (W->fmt == PQ_W_DENSE) { // widened while packed
+        pq_gemm_pack_dense(tl, W->dense_type, W->w, cols, rj, 0, nj, wp);
+        return;
+    }
+    // PACK_ROWS rows at a time, widened into a buffer that stays in L1
+    for (int i = 0; i < nj; i += PACK_ROWS) {
+        int ni = nj - i < PACK_ROWS ? nj - i : PACK_ROWS;
+        pq_linear_rows(W, rj + i, ni, rows);
+        pq_gemm_pack_w(tl, rows, i, ni, cols, wp);
+    }
+}
+
 static void gemm_task(void *ctx, int p, int tid) {
     gemm_job *g = ctx;
     int m = 0;
@@ -195,21 +212,11 @@ static void gemm_task(void *ctx, int p, int tid) {
     pq_gemm_tile tl = g->tl;
     int cols = W->cols, r0 = (p - g->first[m]) * g->task_rows[m];
     int n = W->rows - r0 < g->task_rows[m] ? W->rows - r0 : g->task_rows[m], np = (n + tl.nr - 1) / tl.nr;
-    float *panels = g->scratch + (size_t)tid * g->thread_floats, *rows = panels + (size_t)GEMM_TASK_ROWS * cols;
-    for (int j = 0; j < np; j++) {
+    float *scratch = g->scratch + (size_t)tid * g->thread_floats;
+    const float *panels = W->panels ? W->panels + (size_t)r0 * cols : scratch; // r0: a whole number of panels
+    for (int j = 0; !W->panels && j < np; j++) {
         int rj = r0 + j * tl.nr, nj = r0 + n - rj < tl.nr ? r0 + n - rj : tl.nr;
-        float *wp = panels + (size_t)j * tl.nr * cols;
-        if (nj < tl.nr) pq_gemm_pad_w(tl, nj, cols, wp);
-        if (W->fmt == PQ_W_DENSE) { // widened while packed
-            pq_gemm_pack_dense(tl, W->dense_type, W->w, cols, rj, 0, nj, wp);
-            continue;
-        }
-        // PACK_ROWS rows at a time, widened into a buffer that stays in L1
-        for (int i = 0; i < nj; i += PACK_ROWS) {
-            int ni = nj - i < PACK_ROWS ? nj - i : PACK_ROWS;
-            pq_linear_rows(W, rj + i, ni, rows);
-            pq_gemm_pack_w(tl, rows, i, ni, cols, wp);
-        }
+        pack_panel(W, tl, rj, nj, scratch + (size_t)j * tl.nr * cols, scratch + (size_t)GEMM_TASK_ROWS * cols);
     }
     for (int t = 0; t < g->T; t += tl.mr) {
         int mt = g->T - t < tl.mr ? g->T - t : tl.mr;
@@ -221,6 +228,32 @@ static void gemm_task(void *ctx, int p, int tid) {
         }
     }
     add_bias(W, g->T, g->y[m], r0, n);
+}
+
+size_t pq_linear_panels_bytes(const pq_linear *W) {
+    if (W->act.type != PQ_ACTQ_NONE) return 0;
+    pq_gemm_tile tl = pq_gemm_tile_cpu();
+    return (size_t)(W->rows + tl.nr - 1) / tl.nr * tl.nr * W->cols * sizeof(float);
+}
+
+typedef struct {
+    const pq_linear *W;
+    pq_gemm_tile tl;
+    float *buf, *scratch; // scratch: per thread, PACK_ROWS x cols floats apart
+} panels_job;
+
+static void panels_task(void *ctx, int p, int tid) {
+    panels_job *j = ctx;
+    int cols = j->W->cols, rj = p * j->tl.nr, nj = j->W->rows - rj < j->tl.nr ? j->W->rows - rj : j->tl.nr;
+    pack_panel(j->W, j->tl, rj, nj, j->buf + (size_t)rj * cols, j->scratch + (size_t)tid * PACK_ROWS * cols);
+}
+
+void pq_linear_pack_panels(pq_linear *W, float *buf, void *ws, pq_pool *pool) {
+    PQ_ASSERT(W->act.type == PQ_ACTQ_NONE);
+    panels_job j = {W, pq_gemm_tile_cpu(), buf, ws};
+    W->panels = NULL;
+    pq_pool_for(pool, (W->rows + j.tl.nr - 1) / j.tl.nr, panels_task, &j);
+    W->panels = buf;
 }
 
 // y[i] = x W[i]^T + b[i] for n linears of the same cols, GEMM_CHUNK tokens at a time.

@@ -531,6 +531,20 @@ static void check_linear(const char *kind, int rows, int cols, int with_bias) {
                      with_bias ? " +bias" : "", T, nt, T <= PQ_GEMV_MAX_T ? "gemv" : "panels+sgemm", e);
             pq_free(x); pq_free(y0); pq_free(y1);
         }
+        // packed once (pq_linear_pack_panels): the same bits, over one and two chunks of tokens
+        for (int T = 200; L.act.type == PQ_ACTQ_NONE && T <= 700; T += 500) {
+            float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4),
+                  *y1 = pq_alloc((size_t)T * rows * 4), *panels = pq_alloc(pq_linear_panels_bytes(&L));
+            pq_test_fill(x, (size_t)T * cols, 1.0f);
+            pq_test_poison(y1, (size_t)T * rows);
+            pq_linear_forward(&L, x, T, y0, ws, pool);
+            pq_linear_pack_panels(&L, panels, ws, pool);
+            pq_linear_forward(&L, x, T, y1, ws, pool);
+            L.panels = NULL;
+            PQ_CHECK(!memcmp(y0, y1, (size_t)T * rows * 4), "linear %s %dx%d%s T=%d threads=%d: packed once = packed "
+                     "per chunk, bit for bit", kind, rows, cols, with_bias ? " +bias" : "", T, nt);
+            pq_free(x); pq_free(y0); pq_free(y1); pq_free(panels);
+        }
         pq_free(ws);
         pq_pool_free(pool);
     }
