@@ -263,7 +263,7 @@ static pq_status quantize_block(drv *v, int l) {
         if (s == PQ_OK) s = pass(v, l, 1);
         for (int g = g0; g < g1 && s == PQ_OK; g++)
             if (v->gpu[g] && v->st[g].n) s = pq_xtx_cuda_read(v->gpu[g], v->st[g].xtx);
-        for (int g = g0; g < g1 && s == PQ_OK; g++) pq_act_stats_finish(&v->st[g]);
+        for (int g = g0; g < g1 && s == PQ_OK; g++) pq_act_stats_finish(&v->st[g], v->p->pool);
         double t0 = pq_now();
         if (v->meth->quantize_block && s == PQ_OK) s = v->meth->quantize_block(v->meth->ud, l, L, v->st, v->X);
         for (int g = g0; g < g1 && s == PQ_OK && !v->meth->quantize_block; g++)

@@ -85,11 +85,20 @@ void pq_act_stats_add(pq_act_stats *s, const float *x, int T, int what, pq_pool 
     s->n += T;
 }
 
-void pq_act_stats_finish(pq_act_stats *s) {
+// Rows of xtx per mirroring task, copied tile by tile (MIRROR x MIRROR).
+#define MIRROR 64
+
+static void mirror_rows(void *ctx, int b, int tid) {
+    pq_act_stats *s = ctx;
+    size_t c = (size_t)s->cols, i0 = (size_t)b * MIRROR, i1 = i0 + MIRROR < c ? i0 + MIRROR : c;
+    for (size_t k0 = 0; k0 < i1; k0 += MIRROR)
+        for (size_t i = i0; i < i1; i++)
+            for (size_t k = k0; k < k0 + MIRROR && k < i; k++) s->xtx[i * c + k] = s->xtx[k * c + i];
+}
+
+void pq_act_stats_finish(pq_act_stats *s, pq_pool *pool) {
     if (!s->xtx) return;
-    size_t c = (size_t)s->cols;
-    for (size_t i = 0; i < c; i++)
-        for (size_t k = 0; k < i; k++) s->xtx[i * c + k] = s->xtx[k * c + i];
+    pq_pool_for(pool, (s->cols + MIRROR - 1) / MIRROR, mirror_rows, s);
 }
 
 // ---- output error --------------------------------------------------------
@@ -102,39 +111,53 @@ size_t pq_act_stats_error_bytes(int rows, int cols, int nthreads) {
 typedef struct {
     const pq_act_stats *s;
     const float *w;
-    const pq_linear *wq;
+    const pq_linear *wq; // NULL: the energy alone
+    int rows;
     float *buf;          // per thread: P [2 ROWS][cols], Y [2 ROWS][cols]
     double *num, *den;   // [chunks]
 } err_job;
 
-// Rows [r0, r0 + n): P = [W; W - Wq], Y = P xtx, sums of P .* Y.
+// Rows [r0, r0 + n): P = [W; W - Wq] (W alone without wq), Y = P xtx, sums of P .* Y.
 static void err_chunk(void *ctx, int ci, int tid) {
     err_job *j = ctx;
-    int cols = j->s->cols, r0 = ci * ROWS, n = min_i(ROWS, j->wq->rows - r0);
+    int cols = j->s->cols, r0 = ci * ROWS, n = min_i(ROWS, j->rows - r0), np = j->wq ? 2 * n : n;
     float *P = j->buf + (size_t)tid * 4 * ROWS * cols, *D = P + (size_t)n * cols, *Y = P + (size_t)2 * ROWS * cols;
     memcpy(P, j->w + (size_t)r0 * cols, (size_t)n * cols * sizeof(float));
-    pq_linear_rows(j->wq, r0, n, D);
-    for (size_t i = 0; i < (size_t)n * cols; i++) D[i] = P[i] - D[i];
-    pq_sgemm_nn(2 * n, cols, cols, 1.0f, P, cols, j->s->xtx, cols, 0.0f, Y, cols);
+    if (j->wq) {
+        pq_linear_rows(j->wq, r0, n, D);
+        for (size_t i = 0; i < (size_t)n * cols; i++) D[i] = P[i] - D[i];
+    }
+    pq_sgemm_nn(np, cols, cols, 1.0f, P, cols, j->s->xtx, cols, 0.0f, Y, cols);
     double num = 0, den = 0;
     for (size_t i = 0; i < (size_t)n * cols; i++) {
         den += (double)P[i] * Y[i];
-        num += (double)D[i] * Y[(size_t)n * cols + i];
+        if (j->wq) num += (double)D[i] * Y[(size_t)n * cols + i];
     }
     j->num[ci] = num;
     j->den[ci] = den;
 }
 
-void pq_act_stats_output_sq(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws, pq_pool *pool,
-                            double *err, double *energy) {
-    int chunks = (wq->rows + ROWS - 1) / ROWS;
-    err_job j = {s, w, wq, ws, NULL, NULL};
+static void output_sq(const pq_act_stats *s, const float *w, const pq_linear *wq, int rows, void *ws, pq_pool *pool,
+                      double *err, double *energy) {
+    int chunks = (rows + ROWS - 1) / ROWS;
+    err_job j = {s, w, wq, rows, ws, NULL, NULL};
     j.num = (double *)((char *)ws + (size_t)pq_pool_size(pool) * 4 * ROWS * s->cols * sizeof(float));
     j.den = j.num + chunks;
     pq_pool_for(pool, chunks, err_chunk, &j);
     double num = 0, den = 0;
     for (int i = 0; i < chunks; i++) num += j.num[i], den += j.den[i];
     *err = num, *energy = den;
+}
+
+void pq_act_stats_output_sq(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws, pq_pool *pool,
+                            double *err, double *energy) {
+    output_sq(s, w, wq, wq->rows, ws, pool, err, energy);
+}
+
+double pq_act_stats_energy(const pq_act_stats *s, const float *w, int rows, void *ws, pq_pool *pool) {
+    double err, energy;
+    output_sq(s, w, NULL, rows, ws, pool, &err, &energy);
+    return energy;
 }
 
 double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws,

@@ -44,8 +44,9 @@ void pq_act_stats_free(pq_act_stats *s); // NULL-safe
 // PQ_STAT_ABS). s->n counts the calls' rows. pool may be NULL.
 void pq_act_stats_add(pq_act_stats *s, const float *x, int T, int what, pq_pool *pool);
 
-// Mirrors xtx's upper triangle into the lower one (after the last add).
-void pq_act_stats_finish(pq_act_stats *s);
+// Mirrors xtx's upper triangle into the lower one (after the last add);
+// pool may be NULL.
+void pq_act_stats_finish(pq_act_stats *s, pq_pool *pool);
 
 // ||W X^T - Wq X^T||^2 / ||W X^T||^2 over the accumulated inputs, from xtx
 // (finished): tr(dW xtx dW^T) / tr(W xtx W^T) with dW = W - Wq. w is
@@ -61,5 +62,7 @@ double pq_act_stats_output_error(const pq_act_stats *s, const float *w, const pq
 // *energy = tr(W xtx W^T) (same order of summation, same workspace).
 void pq_act_stats_output_sq(const pq_act_stats *s, const float *w, const pq_linear *wq, void *ws, pq_pool *pool,
                             double *err, double *energy);
+// *energy alone, for w [rows][cols] (half the products).
+double pq_act_stats_energy(const pq_act_stats *s, const float *w, int rows, void *ws, pq_pool *pool);
 
 #endif

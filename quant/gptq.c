@@ -7,6 +7,7 @@
 
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
+#include "kernels/ops.h"
 #include "quant/linalg.h"
 #include "quant/rtn.h"
 
@@ -23,17 +24,52 @@ pq_status pq_gptq_check(double damp, int block_size) {
     return PQ_OK;
 }
 
-double pq_gptq_rel_error(const float *w, const pq_linear *q, float *row) {
-    double e2 = 0, n2 = 0;
-    for (int r = 0; r < q->rows; r++) {
-        pq_linear_rows(q, r, 1, row);
-        for (int c = 0; c < q->cols; c++) {
-            double x = w[(size_t)r * q->cols + c], d = x - row[c];
+size_t pq_gptq_errors_bytes(int rows, int cols, int nthreads) {
+    size_t chunks = (size_t)(rows + PQ_GPTQ_ROWS - 1) / PQ_GPTQ_ROWS;
+    return ALIGN((size_t)nthreads * PQ_GPTQ_ROWS * cols * sizeof(float)) + chunks * 4 * sizeof(double);
+}
+
+typedef struct {
+    const float *w;
+    const pq_linear *q;
+    const unsigned char *dead; // or NULL
+    float *rows;               // per thread: PQ_GPTQ_ROWS x cols
+    double *sums;              // per chunk: ||dW||^2, ||W||^2, ||dW'||^2, the dead columns' ||dW'||^2
+} errors_job;
+
+static void errors_chunk(void *ctx, int ci, int tid) {
+    errors_job *j = ctx;
+    int cols = j->q->cols, r0 = ci * PQ_GPTQ_ROWS, n = j->q->rows - r0 < PQ_GPTQ_ROWS ? j->q->rows - r0 : PQ_GPTQ_ROWS;
+    float *v = j->rows + (size_t)tid * PQ_GPTQ_ROWS * cols;
+    pq_linear_rows(j->q, r0, n, v);
+    double e2 = 0, n2 = 0, d2 = 0, dead2 = 0;
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < cols; c++) {
+            double x = j->w[(size_t)(r0 + r) * cols + c], q = v[(size_t)r * cols + c], d = x - q;
             e2 += d * d;
             n2 += x * x;
+            if (j->dead && j->dead[c]) dead2 += q * q; // W' is 0 there
+            else d2 += d * d;
         }
-    }
-    return n2 > 0 ? e2 / n2 : 0;
+    double *o = j->sums + (size_t)ci * 4;
+    o[0] = e2, o[1] = n2, o[2] = d2, o[3] = dead2;
+}
+
+void pq_gptq_errors(const float *w, const pq_linear *q, const pq_gptq_hessian *h, double loss, void *ws,
+                    pq_pool *pool, double *weight_rel, double *out_sq) {
+    int chunks = (q->rows + PQ_GPTQ_ROWS - 1) / PQ_GPTQ_ROWS;
+    errors_job j = {w, q, h ? h->dead : NULL, ws, NULL};
+    j.sums = (double *)((char *)ws + ALIGN((size_t)pq_pool_size(pool) * PQ_GPTQ_ROWS * q->cols * sizeof(float)));
+    pq_pool_for(pool, chunks, errors_chunk, &j);
+    double t[4] = {0, 0, 0, 0};
+    for (int i = 0; i < chunks; i++)
+        for (int k = 0; k < 4; k++) t[k] += j.sums[(size_t)i * 4 + k];
+    *weight_rel = t[1] > 0 ? t[0] / t[1] : 0;
+    if (!h) return;
+    // loss = tr(dW' Hd dW'^T), Hd = H + lambda I with a dead column's diagonal
+    // 1 + lambda (its H row and column are 0): H's part is all that is left
+    double e = loss - h->lambda * (t[2] + t[3]) - t[3];
+    *out_sq = e > 0 ? e : 0; // rounding, where dW X is ~0
 }
 
 static int grouped(const pq_gptq_params *p, int cols) { return p->group > 0 && p->group < cols; }
@@ -73,9 +109,10 @@ static pq_status order(const float *h, int cols, const pq_gptq_params *p, const 
     size_t n = (size_t)cols;
     PQ_FAIL_IF(!(p->damp > 0 && p->damp <= PQ_GPTQ_DAMP_MAX), PQ_ERR_ARG, "%s: dampening %g not in (0, %g]", name,
                p->damp, PQ_GPTQ_DAMP_MAX);
-    for (size_t k = 0; k < n * n; k++)
-        PQ_FAIL_IF(!isfinite(h[k]), PQ_ERR_NUMERIC, "%s: Hessian element [%zu, %zu] is %s", name, k / n, k % n,
-                   isnan(h[k]) ? "NaN" : "Inf");
+    long long bad = pq_scan_finite_cpu(h, n * n, NULL);
+    size_t k = (size_t)bad;
+    PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s: Hessian element [%zu, %zu] is %s", name, k / n, k % n,
+               isnan(h[k]) ? "NaN" : "Inf");
     double m = 0;
     out->n_dead = 0;
     for (int i = 0; i < cols; i++) {
@@ -101,6 +138,28 @@ pq_status pq_gptq_order(const float *h, int cols, const pq_gptq_params *p, const
     return order(h, cols, p, name, (key *)ws, out, mean);
 }
 
+// Rows of the permuted, dampened Hessian per task of pq_gptq_prepare.
+#define DAMPED_ROWS 32
+
+typedef struct {
+    const float *h;
+    pq_gptq_hessian *hs;
+    double lambda;
+} damped_job;
+
+// Rows [i0, i0 + DAMPED_ROWS) of u = h[perm][perm] + lambda I (a dead column's diagonal 1 + lambda).
+static void damped_rows(void *ctx, int t, int tid) {
+    const damped_job *j = ctx;
+    const pq_gptq_hessian *hs = j->hs;
+    size_t n = (size_t)hs->cols;
+    for (int i = t * DAMPED_ROWS; i < hs->cols && i < (t + 1) * DAMPED_ROWS; i++) {
+        const float *hr = j->h + (size_t)hs->perm[i] * n;
+        for (size_t c = 0; c < n; c++) hs->u[i * n + c] = hr[hs->perm[c]];
+        if (hs->dead[hs->perm[i]]) hs->u[i * n + i] = 1;
+        hs->u[i * n + i] += j->lambda;
+    }
+}
+
 pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, const char *name, void *ws,
                           pq_pool *pool, pq_gptq_hessian *out) {
     size_t n = (size_t)cols, u_bytes = ALIGN((n * n > 2 * n ? n * n : 2 * n) * sizeof(double));
@@ -115,14 +174,11 @@ pq_status pq_gptq_prepare(const float *h, int cols, const pq_gptq_params *p, con
         PQ_FAIL_IF(hs.damp > PQ_GPTQ_DAMP_MAX * (1 + 1e-9), PQ_ERR_NUMERIC,
                    "%s: the Hessian is not positive definite even with dampening %g (x mean diagonal)", name,
                    hs.damp / 10);
-        for (int i = 0; i < cols; i++) {
-            const float *hr = h + (size_t)hs.perm[i] * n;
-            for (int j = 0; j < cols; j++) hs.u[(size_t)i * n + j] = hr[hs.perm[j]];
-            if (hs.dead[hs.perm[i]]) hs.u[(size_t)i * n + i] = 1;
-            hs.u[(size_t)i * n + i] += hs.damp * mean;
-        }
+        damped_job dj = {h, &hs, hs.damp * mean};
+        pq_pool_for(pool, (cols + DAMPED_ROWS - 1) / DAMPED_ROWS, damped_rows, &dj);
         if (pq_inv_chol_upper(hs.u, cols, lws, pool) == 0) break;
     }
+    hs.lambda = hs.damp * mean;
     *out = hs;
     return PQ_OK;
 }

@@ -69,6 +69,7 @@ typedef struct {
     unsigned char *dead;// [cols] H[i][i] == 0, natural order
     double *u;          // [cols][cols] U (upper) with U^T U = (H + damp I)^-1, permuted
     double damp;        // the relative dampening used (params damp x 10^retries)
+    double lambda;      // the dampening added to the diagonal: damp x the mean diagonal
     int retries;        // Cholesky failures before it succeeded
     int n_dead;
 } pq_gptq_hessian;
@@ -159,9 +160,17 @@ pq_status pq_gptq_check_output(const pq_qtensor *q, int rows, int cols, const pq
 // PQ_GPTQ_DAMP_MAX], block_size in 1..65536; PQ_ERR_ARG naming the flag.
 pq_status pq_gptq_check(double damp, int block_size);
 
-// ||W - W'||^2 / ||W||^2 of w [q->rows][q->cols] against the quantized
-// linear q (dequantized row by row into row [q->cols]); 0 for a zero W.
-double pq_gptq_rel_error(const float *w, const pq_linear *q, float *row);
+// The errors of a solve of w [q->rows][q->cols] into the quantized linear
+// q: *weight_rel = ||W - Q||^2 / ||W||^2 (0 for a zero W) and, with h (the
+// solve's Hessian) and loss (its sum(err^2) = tr(dW' Hd dW'^T), dW' the
+// error of W with h's dead columns zeroed), *out_sq = tr(dW H dW^T) for the
+// undamped H: loss less the dampening's part lambda ||dW'||^2 and the dead
+// columns' (H's are 0) — the output error's numerator with no product by H.
+// Rows in chunks of PQ_GPTQ_ROWS over the pool, the sums added in chunk
+// order (the same for any thread count). ws: pq_gptq_errors_bytes.
+size_t pq_gptq_errors_bytes(int rows, int cols, int nthreads);
+void pq_gptq_errors(const float *w, const pq_linear *q, const pq_gptq_hessian *h, double loss, void *ws,
+                    pq_pool *pool, double *weight_rel, double *out_sq);
 
 // Whether pq_gptq_solve writes a g_idx for these parameters and cols.
 int pq_gptq_has_g_idx(const pq_gptq_params *p, int cols);

@@ -442,6 +442,7 @@ extern "C" pq_status pq_gptq_cuda_prepare(pq_gptq_cuda *g, const float *h, int c
         PQ_TRY(factor(g, cols, mean, lwork, &hs, &ok));
         if (ok) break;
     }
+    hs.lambda = hs.damp * mean;
     int info = 0;
     PQ_CUSOLVER_TRY(cusolverDnXtrtri(g->solver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, cols, CUDA_R_64F,
                                      g->d_u, cols, g->d_work, tr_dev, g->h_work, tr_host, g->d_flags));

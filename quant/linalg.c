@@ -208,20 +208,35 @@ void pq_trinv_lower(double *a, int n, void *ws, pq_pool *pool) {
     }
 }
 
-// (i, j) <-> (n-1-i, n-1-j): element k <-> n*n-1-k.
-static void reverse(double *a, int n) {
-    for (size_t k = 0, m = (size_t)n * n - 1; k < m; k++, m--) {
-        double t = a[k];
-        a[k] = a[m];
-        a[m] = t;
+// (i, j) <-> (n-1-i, n-1-j): element k <-> n*n-1-k, the first half's
+// rows swapped with the last half's in tasks of REVERSE_ROWS rows.
+#define REVERSE_ROWS 32
+
+typedef struct {
+    double *a;
+    int n;
+} reverse_job;
+
+static void reverse_rows(void *ctx, int t, int tid) {
+    reverse_job *j = ctx;
+    size_t nn = (size_t)j->n * j->n, k0 = (size_t)t * REVERSE_ROWS * j->n, k1 = k0 + (size_t)REVERSE_ROWS * j->n;
+    for (size_t k = k0; k < k1 && k < nn / 2; k++) {
+        double x = j->a[k];
+        j->a[k] = j->a[nn - 1 - k];
+        j->a[nn - 1 - k] = x;
     }
 }
 
+static void reverse(double *a, int n, pq_pool *pool) {
+    reverse_job j = {a, n};
+    pq_pool_for(pool, ((n + 1) / 2 + REVERSE_ROWS - 1) / REVERSE_ROWS, reverse_rows, &j);
+}
+
 int pq_inv_chol_upper(double *h, int n, void *ws, pq_pool *pool) {
-    reverse(h, n);
+    reverse(h, n, pool);
     int r = pq_chol_lower(h, n, pool);
     if (r) return r;
     pq_trinv_lower(h, n, ws, pool);
-    reverse(h, n);
+    reverse(h, n, pool);
     return 0;
 }

@@ -28,7 +28,6 @@ typedef struct {
     pq_qtensor q[PQ_NLINEAR];         // its quantized linears
     json_t *entry[PQ_NLINEAR];
     float *w;                         // [largest linear] a folded weight before its clip
-    float *row;                       // [widest] one dequantized row
     float *xtx;                       // [widest][widest] the Hessian of the scaled input
     void *hws, *sws, *ews;            // Hessian, solve and output-error workspaces
     size_t work;
@@ -73,7 +72,7 @@ static void free_state(void *state) {
     if (!g) return;
     done(g);
     pq_smooth_free(g->S);
-    pq_free(g->w), pq_free(g->row), pq_free(g->xtx), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
+    pq_free(g->w), pq_free(g->xtx), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
     free(g);
 }
 
@@ -101,6 +100,7 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     for (int s = 0; s < PQ_NLINEAR; s++) {
         const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
         size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &g->gp), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
+        e = e > pq_gptq_errors_bytes(L->rows, L->cols, nt) ? e : pq_gptq_errors_bytes(L->rows, L->cols, nt);
         sb = b > sb ? b : sb;
         eb = e > eb ? e : eb;
         qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
@@ -121,9 +121,8 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     g->ews = pq_alloc(eb);
     g->w = pq_alloc(wb);
     g->xtx = pq_alloc(xb);
-    g->row = pq_alloc((size_t)widest * sizeof(float));
     g->work = sw + hb + sb + eb + qb + wb + xb;
-    if (!g->hws || !g->sws || !g->ews || !g->w || !g->xtx || !g->row) {
+    if (!g->hws || !g->sws || !g->ews || !g->w || !g->xtx) {
         free_state(g);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the GPTQ workspaces (%.1f MiB)",
                        (hb + sb + eb + xb) / 1048576.0);
@@ -151,8 +150,8 @@ static pq_status quantize_linear(ag_state *g, int layer, pq_linear_slot slot, co
     }
     PQ_TRY(pq_gptq_solve(w, rows, h, &g->gp, module, g->sws, g->c.pool, q, NULL));
     pq_linear view = pq_qtensor_linear(q);
-    double rel = pq_gptq_rel_error(g->w, &view, g->row);
-    double out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
+    double rel, out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
+    pq_gptq_errors(g->w, &view, NULL, 0, g->ews, g->c.pool, &rel, NULL); // not the clipped weight's loss
     int gi = pq_fold_group_of(slot);
     g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
                                "damp", h->damp, "dead_columns", h->n_dead);

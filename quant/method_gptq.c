@@ -13,6 +13,7 @@
 
 #include "common/sys.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/ops.h"
 #include "quant/ggml_grid.h"
 #include "quant/gptq.h"
 #include "quant/gptq_cuda.h"
@@ -24,7 +25,6 @@ typedef struct {
     pq_qtensor q[PQ_NLINEAR];          // the current block's quantized linears
     json_t *entry[PQ_NLINEAR];
     float *w;                          // [largest linear] the widened source weight
-    float *row;                        // [widest] one dequantized row
     float *diag;                       // [widest] diag(X^T X) of the current input (GGUF grids with --imatrix)
     void *hws, *sws, *ews;             // Hessian, solve (CPU) and output-error workspaces
     size_t work;                       // all of the above and one block's quantized tensors
@@ -74,7 +74,7 @@ static void free_state(void *state) {
     gptq_state *g = state;
     if (!g) return;
     done(g);
-    pq_free(g->w), pq_free(g->row), pq_free(g->diag), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
+    pq_free(g->w), pq_free(g->diag), pq_free(g->hws), pq_free(g->sws), pq_free(g->ews);
     pq_gptq_cuda_free(g->dev);
     free(g);
 }
@@ -106,12 +106,13 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
         const pq_linear *L = pq_model_linear(c->m, 0, (pq_linear_slot)s);
         size_t b = pq_gptq_solve_bytes(L->rows, L->cols, &most), e = pq_act_stats_error_bytes(L->rows, L->cols, nt);
         if (pq_scheme_ggml_type(c->scheme) >= 0) b = pq_ggml_gptq_solve_bytes(L->rows, L->cols, &most, nt);
-        if (gpu) { // no host solve or output-error workspace: the device holds the largest group's factor,
+        if (gpu) { // no host solve or output-error product: the device holds the largest group's factor,
                    // the largest linear's solve and its output error
             size_t d = pq_gptq_cuda_bytes(widest, L->rows, L->cols, &most);
             g->gpu_work = d > g->gpu_work ? d : g->gpu_work;
             b = e = 0;
         }
+        e = e > pq_gptq_errors_bytes(L->rows, L->cols, nt) ? e : pq_gptq_errors_bytes(L->rows, L->cols, nt);
         sb = b > sb ? b : sb;
         eb = e > eb ? e : eb;
         qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
@@ -119,12 +120,11 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     }
     g->hws = pq_alloc(hb);
     g->sws = sb ? pq_alloc(sb) : NULL;
-    g->ews = eb ? pq_alloc(eb) : NULL;
+    g->ews = pq_alloc(eb);
     g->w = pq_alloc(wb);
-    g->row = pq_alloc((size_t)widest * sizeof(float));
     g->diag = pq_alloc((size_t)widest * sizeof(float));
     g->work = hb + sb + eb + qb + wb;
-    if (!g->hws || (sb && !g->sws) || (eb && !g->ews) || !g->w || !g->row || !g->diag) {
+    if (!g->hws || (sb && !g->sws) || !g->ews || !g->w || !g->diag) {
         free_state(g);
         return PQ_FAIL(PQ_ERR_NOMEM, "out of memory for the GPTQ workspaces (%.1f MiB)", (hb + sb + eb) / 1048576.0);
     }
@@ -141,10 +141,10 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
 static pq_status widen(gptq_state *g, const char *module, const pq_linear *L) {
     PQ_FAIL_IF(L->fmt != PQ_W_DENSE, PQ_ERR_FORMAT, "%s: %s is not a dense weight", g->c.q->model, module);
     pq_linear_rows(L, 0, L->rows, g->w);
-    size_t n = (size_t)L->rows * L->cols;
-    for (size_t i = 0; i < n; i++)
-        PQ_FAIL_IF(!isfinite(g->w[i]), PQ_ERR_NUMERIC, "%s/%s.weight: weight [%zu, %zu] is %s", g->c.q->model,
-                   module, i / L->cols, i % L->cols, isnan(g->w[i]) ? "NaN" : "Inf");
+    long long bad = pq_scan_finite_cpu(g->w, (size_t)L->rows * L->cols, NULL);
+    size_t i = (size_t)bad;
+    PQ_FAIL_IF(bad >= 0, PQ_ERR_NUMERIC, "%s/%s.weight: weight [%zu, %zu] is %s", g->c.q->model, module,
+               i / L->cols, i % L->cols, isnan(g->w[i]) ? "NaN" : "Inf");
     return PQ_OK;
 }
 
@@ -171,7 +171,7 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
         q->g_idx = pq_alloc((size_t)src->cols * sizeof(int32_t));
         PQ_FAIL_IF(!q->g_idx, PQ_ERR_NOMEM, "%s: out of memory", module);
     }
-    double loss;
+    double loss = 0;
     if (q->is_ggml) { // a GGUF scheme: the codes on ggml's grids
         const float *imx = NULL;
         if (g->c.q->gptq.imatrix) {
@@ -186,11 +186,14 @@ static pq_status quantize_linear(gptq_state *g, int layer, int slot, pq_layer *L
     }
     pq_linear view = pq_qtensor_linear(q);
     view.bias = src->bias;
-    double rel = pq_gptq_rel_error(g->w, &view, g->row), out;
-    if (g->dev)
+    double rel, out, err;
+    pq_gptq_errors(g->w, &view, g->dev ? NULL : h, loss, g->ews, g->c.pool, &rel, &err);
+    if (g->dev) {
         PQ_TRY(pq_gptq_cuda_output_error(g->dev, &out));
-    else
-        out = pq_act_stats_output_error(st, g->w, &view, g->ews, g->c.pool);
+    } else { // the error from the solve's loss, the energy by one product with X^T X
+        double energy = pq_act_stats_energy(st, g->w, src->rows, g->ews, g->c.pool);
+        out = energy > 0 ? err / energy : 0;
+    }
     g->entry[slot] = json_pack("{s:s, s:f, s:f, s:f, s:i}", "name", module, PQ_JSON_REL_ERR, rel, PQ_JSON_OUT_ERR, out,
                                "damp", h->damp, "dead_columns", h->n_dead);
     PQ_FAIL_IF(!g->entry[slot], PQ_ERR_NOMEM, "out of memory");

@@ -181,8 +181,8 @@ static void test_stats(pq_pool *pool1, pq_pool *pool3) {
         pq_act_stats_add(&a, x + (size_t)w * T * cols, T, PQ_STAT_ABS | PQ_STAT_XTX, pool1);
         pq_act_stats_add(&b, x + (size_t)w * T * cols, T, PQ_STAT_ABS | PQ_STAT_XTX, pool3);
     }
-    pq_act_stats_finish(&a);
-    pq_act_stats_finish(&b);
+    pq_act_stats_finish(&a, pool1);
+    pq_act_stats_finish(&b, pool3);
     double worst = 0;
     int sym = 1, absok = 1;
     for (int i = 0; i < cols; i++) {

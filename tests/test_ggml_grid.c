@@ -9,7 +9,9 @@
 //     RTN's on the same grids (Q4_K also with importance weights and static
 //     grids), and the dense values are the blocks' dequantization;
 //   - 1 and 3 threads give identical bytes;
-//   - a batch of 288 columns (block size 300 on Q4_0) fits the workspace.
+//   - a batch of 288 columns (block size 300 on Q4_0) fits the workspace;
+//   - the output error from GPTQ's loss with a dead column on Q4_1, whose
+//     grid has no exact 0.
 #include "tests/test.h"
 
 #include "common/sys.h"
@@ -216,6 +218,45 @@ static void test_threads(void) {
     free(w), free(x), free(h);
 }
 
+// pq_gptq_errors on a grid whose 0 is no value (Q4_1's d q + m): a dead
+// column's weight is zeroed and quantized to a value near, not at, 0, so the
+// loss holds a term for it that the output error must not (X's column is 0).
+static void test_errors_dead(pq_pool *pool) {
+    int rows = 16, cols = 128, T = 300;
+    pq_scheme s = scheme("gguf-q4_1", 0);
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = correlated_inputs(T, cols);
+    pq_test_fill(w, (size_t)rows * cols, 0.05f);
+    for (int t = 0; t < T; t++) x[(size_t)t * cols + 3] = 0; // column 3 dead
+    float *h = hessian_of(x, T, cols);
+    pq_gptq_params p = pq_gptq_default_params();
+    pq_gptq_hessian hh;
+    pq_qtensor q;
+    double loss = -1, rel = -1, out = -1;
+    void *hws = pq_alloc(pq_gptq_hessian_bytes(cols)), *ws = pq_alloc(pq_ggml_gptq_solve_bytes(rows, cols, &p, 2));
+    void *ews = pq_alloc(pq_gptq_errors_bytes(rows, cols, 2));
+    pq_status st = pq_qtensor_init(&q, &s, rows, cols, PQ_DT_F16);
+    if (st == PQ_OK) st = pq_gptq_prepare(h, cols, &p, "test", hws, pool, &hh);
+    if (st == PQ_OK) st = pq_ggml_gptq_solve(w, rows, &hh, &p, NULL, "test", ws, pool, &q, &loss);
+    double num = 0, dead_q = 0;
+    if (st == PQ_OK) {
+        pq_linear L = pq_qtensor_linear(&q);
+        pq_gptq_errors(w, &L, &hh, loss, ews, pool, &rel, &out);
+        for (int r = 0; r < rows; r++) {
+            dead_q = fmax(dead_q, fabs(q.dense[(size_t)r * cols + 3]));
+            for (int a = 0; a < cols; a++)
+                for (int b = 0; b < cols; b++)
+                    num += ((double)w[(size_t)r * cols + a] - q.dense[(size_t)r * cols + a]) * h[(size_t)a * cols + b] *
+                           ((double)w[(size_t)r * cols + b] - q.dense[(size_t)r * cols + b]);
+        }
+    }
+    PQ_CHECK(st == PQ_OK && hh.n_dead == 1 && dead_q > 0 && fabs(out - num) <= 1e-9 * num,
+             "Q4_1, a dead column quantized to up to %.3g: output error from the loss %.12g = tr(dW H dW^T) %.12g",
+             dead_q, out, num);
+    if (st == PQ_OK) pq_qtensor_free(&q);
+    pq_free(hws), pq_free(ws), pq_free(ews);
+    free(w), free(x), free(h);
+}
+
 int main(void) {
     pq_test_seed();
     if (pq_blas_init() != PQ_OK) {
@@ -228,6 +269,7 @@ int main(void) {
     test_identity(pool);
     test_long_batch(pool);
     test_beats_rtn(pool);
+    test_errors_dead(pool);
     test_threads();
     pq_pool_free(pool);
     return pq_test_failures ? 1 : 0;

@@ -340,6 +340,48 @@ static void test_loss(pq_pool *pool) {
     free(d); free_run(&r); free(w); free(x); free(h);
 }
 
+// pq_gptq_errors: the output error's numerator from the loss equals
+// tr(dW H dW^T) with the undamped H, dead columns and act-order included,
+// symmetric and asymmetric (a grid without an exact 0: test_ggml_grid).
+static void test_errors(pq_pool *pool, pq_pool *pool3) {
+    int rows = 70, cols = 96, T = 300;
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = correlated_inputs(T, cols);
+    pq_test_fill(w, (size_t)rows * cols, 0.05f);
+    for (int t = 0; t < T; t++) x[(size_t)t * cols + 7] = x[(size_t)t * cols + 50] = 0; // dead columns
+    float *h = hessian_of(x, T, cols);
+    for (int sym = 0; sym < 2; sym++) {
+        pq_gptq_params p = pq_gptq_default_params();
+        p.group = 32, p.act_order = 1, p.sym = sym;
+        gptq_run r = run_gptq(w, rows, cols, h, &p, pool);
+        float *d = dequant(&r.q);
+        double num = 0, e2 = 0, n2 = 0;
+        for (int i = 0; i < rows; i++)
+            for (int a = 0; a < cols; a++) {
+                double da = (double)w[(size_t)i * cols + a] - d[(size_t)i * cols + a];
+                e2 += da * da, n2 += (double)w[(size_t)i * cols + a] * w[(size_t)i * cols + a];
+                for (int b = 0; b < cols; b++)
+                    num += da * h[(size_t)a * cols + b] * ((double)w[(size_t)i * cols + b] - d[(size_t)i * cols + b]);
+            }
+        pq_linear L = pq_qtensor_linear(&r.q);
+        void *ws1 = pq_alloc(pq_gptq_errors_bytes(rows, cols, pq_pool_size(pool)));
+        void *ws3 = pq_alloc(pq_gptq_errors_bytes(rows, cols, pq_pool_size(pool3)));
+        double rel = -1, out = -1, rel3 = -1, out3 = -1;
+        pq_gptq_errors(w, &L, &r.h, r.loss, ws1, pool, &rel, &out);
+        pq_gptq_errors(w, &L, &r.h, r.loss, ws3, pool3, &rel3, &out3);
+        // the loss is exact up to the solve's double rounding; the direct sum
+        // multiplies f32 values in double: both within ~1e-12 of the truth,
+        // the dampening's part (~1% of the loss) subtracted
+        PQ_CHECK(r.st == PQ_OK && r.h.n_dead == 2 && fabs(out - num) <= 1e-9 * num && fabs(rel - e2 / n2) <= 1e-12 * rel &&
+                     rel == rel3 && out == out3,
+                 "%s: output error from the loss %.12g = tr(dW H dW^T) %.12g, weight error %.9g = %.9g, 1 and 3 "
+                 "threads equal", sym ? "sym" : "asym", out, num, rel, e2 / n2);
+        pq_free(ws1), pq_free(ws3);
+        free(d);
+        free_run(&r);
+    }
+    free(w); free(x); free(h);
+}
+
 // ---- (c) failing Cholesky, zero and bad Hessians -------------------------------
 
 static void test_damp_and_degenerate(pq_pool *pool) {
@@ -570,6 +612,10 @@ int main(void) {
     test_blocked_vs_plain(pool);
     test_beats_rtn(pool);
     test_loss(pool);
+    pq_pool *pool3;
+    pq_pool_create(3, &pool3);
+    test_errors(pool, pool3);
+    pq_pool_free(pool3);
     test_damp_and_degenerate(pool);
     test_identity_is_rtn(pool);
     test_threads();
