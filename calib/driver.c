@@ -46,13 +46,16 @@ static size_t block_source_bytes(const pq_layer *L) {
 
 // The f32 panels of a block's weights (pq_linear_pack_panels), packed once
 // per pass when more than one window goes through it: the most any block of
-// the model takes (W8A8 linears take none; every other format as its dense
-// source).
+// the model takes in any format but W8A8 (which packs its own), by shape, so
+// that what a method turns a linear into fits too.
 static size_t block_panels_bytes(const pq_model *m, const pq_calib_data *d) {
     size_t most = 0;
     for (int l = 0; d->n > 1 && l < m->cfg.n_layers; l++) {
         size_t b = 0;
-        for (int s = 0; s < PQ_NLINEAR; s++) b += pq_linear_panels_bytes(&m->layers[l].lin[s]);
+        for (int s = 0; s < PQ_NLINEAR; s++) {
+            const pq_linear *L = &m->layers[l].lin[s];
+            b += pq_linear_panels_bytes(&(pq_linear){.rows = L->rows, .cols = L->cols});
+        }
         most = b > most ? b : most;
     }
     return most;
@@ -202,10 +205,11 @@ static pq_status pass(drv *v, int l, int measure) {
         PQ_TRY(pq_calib_gpu_get_inputs(v->blocks, v->X));
     }
     PQ_TRY(ensure_ws(v, L));
-    for (int k = 0, off = 0; v->panels && k < PQ_NLINEAR; k++) // packed once for every window
+    size_t off = 0;
+    for (int k = 0; v->panels && k < PQ_NLINEAR; k++) // packed once for every window
         if (pq_linear_panels_bytes(&L->lin[k])) {
             pq_linear_pack_panels(&L->lin[k], v->panels + off, v->s.lin_ws, v->p->pool);
-            off += (int)(pq_linear_panels_bytes(&L->lin[k]) / sizeof(float));
+            off += pq_linear_panels_bytes(&L->lin[k]) / sizeof(float);
         }
     for (int w = 0; w < v->d->n; w++) {
         float *x = v->X + (size_t)w * win;
