@@ -144,6 +144,14 @@ static int gemv_rows(int rows, int nthreads) {
     return per_task < GEMV_ROWS ? GEMV_ROWS : (per_task + 15) / 16 * 16;
 }
 
+// The member of a group whose tasks hold task p: first[i] is the first
+// task of member i (first[0] = 0, increasing).
+static int member_of(const int *first, int p) {
+    int i = 0;
+    while (p >= first[i + 1]) i++;
+    return i;
+}
+
 // ---- GEMM (more than PQ_GEMV_MAX_T tokens) -------------------------------
 
 // Up to PQ_LINEAR_GROUP_MAX linears of one input, one chunk of tokens: the
@@ -206,8 +214,7 @@ static void pack_panel(const pq_linear *W, pq_gemm_tile tl, int rj, int nj, floa
 
 static void gemm_task(void *ctx, int p, int tid) {
     gemm_job *g = ctx;
-    int m = 0;
-    while (p >= g->first[m + 1]) m++;
+    int m = member_of(g->first, p);
     const pq_linear *W = g->W[m];
     pq_gemm_tile tl = g->tl;
     int cols = W->cols, r0 = (p - g->first[m]) * g->task_rows[m];
@@ -347,8 +354,7 @@ typedef struct {
 
 static void w8a8_group_rows(void *ctx, int p, int tid) {
     w8a8_group_job *g = ctx;
-    int i = 0;
-    while (p >= g->first[i + 1]) i++;
+    int i = member_of(g->first, p);
     w8a8_rows(&g->member[i], p - g->first[i], tid);
 }
 
@@ -416,8 +422,7 @@ typedef struct {
 
 static void group_chunk(void *ctx, int p, int tid) {
     group_job *g = ctx;
-    int i = 0;
-    while (p >= g->first[i + 1]) i++;
+    int i = member_of(g->first, p);
     gemv_chunk(&g->member[i], p - g->first[i], tid);
 }
 
