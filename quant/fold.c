@@ -107,31 +107,45 @@ int pq_fold_group_of(pq_linear_slot slot) {
     return -1;
 }
 
-// w [rows][cols]: every row times s per column (per_row 0), or divided by
-// s of its row (per_row 1), with bias[r] (if any) alike.
 typedef struct {
-    float *w, *bias;
-    int rows, cols, per_row;
-    const float *s;
-} scale_job;
+    const float *x, *s;
+    float *y;
+    int T, cols, divide;
+} cols_job;
 
-static void scale_task(void *ctx, int i, int tid) {
-    scale_job *j = ctx;
-    int r0 = i * FOLD_ROWS, r1 = j->rows - r0 < FOLD_ROWS ? j->rows : r0 + FOLD_ROWS;
-    for (int r = r0; r < r1; r++) {
-        float *w = j->w + (size_t)r * j->cols;
-        if (j->per_row) {
-            for (int c = 0; c < j->cols; c++) w[c] /= j->s[r];
-            if (j->bias) j->bias[r] /= j->s[r];
-        } else {
-            for (int c = 0; c < j->cols; c++) w[c] *= j->s[c];
-        }
+static void cols_task(void *ctx, int i, int tid) {
+    cols_job *j = ctx;
+    int t1 = j->T - i * FOLD_ROWS < FOLD_ROWS ? j->T : (i + 1) * FOLD_ROWS;
+    for (int t = i * FOLD_ROWS; t < t1; t++) {
+        const float *x = j->x + (size_t)t * j->cols;
+        float *y = j->y + (size_t)t * j->cols;
+        if (j->divide)
+            for (int c = 0; c < j->cols; c++) y[c] = x[c] / j->s[c];
+        else
+            for (int c = 0; c < j->cols; c++) y[c] = x[c] * j->s[c];
     }
 }
 
-static void scale_rows(float *w, float *bias, int rows, int cols, const float *s, int per_row, pq_pool *pool) {
-    scale_job j = {w, bias, rows, cols, per_row, s};
-    pq_pool_for(pool, (rows + FOLD_ROWS - 1) / FOLD_ROWS, scale_task, &j);
+void pq_fold_scale_cols(const float *x, float *y, int T, int cols, const float *s, int divide, pq_pool *pool) {
+    cols_job j = {x, s, y, T, cols, divide};
+    pq_pool_for(pool, (T + FOLD_ROWS - 1) / FOLD_ROWS, cols_task, &j);
+}
+
+// w [rows][cols] and bias (if any): row r divided by s[r].
+typedef struct {
+    float *w, *bias;
+    int rows, cols;
+    const float *s;
+} rows_job;
+
+static void rows_task(void *ctx, int i, int tid) {
+    rows_job *j = ctx;
+    int r0 = i * FOLD_ROWS, r1 = j->rows - r0 < FOLD_ROWS ? j->rows : r0 + FOLD_ROWS;
+    for (int r = r0; r < r1; r++) {
+        float *w = j->w + (size_t)r * j->cols;
+        for (int c = 0; c < j->cols; c++) w[c] /= j->s[r];
+        if (j->bias) j->bias[r] /= j->s[r];
+    }
 }
 
 void pq_fold_apply(pq_fold_block *b, int g, const float *s, pq_pool *pool) {
@@ -139,14 +153,18 @@ void pq_fold_apply(pq_fold_block *b, int g, const float *s, pq_pool *pool) {
     const pq_input_group *G = &PQ_INPUT_GROUPS[g];
     int cols = pq_input_group_cols(c, g);
     PQ_ASSERT(pq_fold_usable(c, g));
-    for (int k = 0; k < G->n; k++) scale_rows(b->w[G->members[k]], NULL, b->rows[G->members[k]], cols, s, 0, pool);
+    for (int k = 0; k < G->n; k++) {
+        float *w = b->w[G->members[k]];
+        pq_fold_scale_cols(w, w, b->rows[G->members[k]], cols, s, 0, pool);
+    }
     if (G->from != PQ_FROM_LINEAR) {
         float *norm = G->from == PQ_FROM_ATTN_NORM ? b->attn_norm : b->mlp_norm;
         for (int j = 0; j < c->hidden; j++) norm[j] /= s[j];
         return;
     }
     pq_linear_slot p = G->from_slot;
-    scale_rows(b->w[p], b->bias[p], b->rows[p], b->cols[p], s, 1, pool);
+    rows_job j = {b->w[p], b->bias[p], b->rows[p], b->cols[p], s};
+    pq_pool_for(pool, (b->rows[p] + FOLD_ROWS - 1) / FOLD_ROWS, rows_task, &j);
 }
 
 void pq_fold_target(int layer, int g, char *buf, size_t cap) {

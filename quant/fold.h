@@ -72,6 +72,12 @@ void pq_fold_install(pq_layer *L, int g, float *v);
 // The group whose members include slot.
 int pq_fold_group_of(pq_linear_slot slot);
 
+// y[t][c] = x[t][c] * s[c] (divide 0) or x[t][c] / s[c] (divide 1) for rows
+// t < T of cols columns (y may be x), rows in tasks over the pool (may be
+// NULL): a group's weights folded, the smoothing's sampled inputs and
+// outputs scaled.
+void pq_fold_scale_cols(const float *x, float *y, int T, int cols, const float *s, int divide, pq_pool *pool);
+
 // Folds s [pq_input_group_cols(g)] (finite, > 0) into b as above, the
 // weights' rows over the pool (may be NULL); g must be pq_fold_usable.
 void pq_fold_apply(pq_fold_block *b, int g, const float *s, pq_pool *pool);

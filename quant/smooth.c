@@ -367,36 +367,9 @@ static pq_status awq_loss(void *ud, const float *s, double *loss) {
     return PQ_OK;
 }
 
-// y[t][j] = x[t][j] / s[j] (divide) or x[t][j] * s[j] for rows t < T (y
-// may be x), POOL_ROWS rows a task.
-#define POOL_ROWS 32
-typedef struct {
-    const float *x, *s;
-    float *y;
-    int T, cols, divide;
-} cols_job;
-
-static void cols_task(void *ctx, int i, int tid) {
-    cols_job *j = ctx;
-    int t1 = j->T - i * POOL_ROWS < POOL_ROWS ? j->T : (i + 1) * POOL_ROWS;
-    for (int t = i * POOL_ROWS; t < t1; t++) {
-        const float *x = j->x + (size_t)t * j->cols;
-        float *y = j->y + (size_t)t * j->cols;
-        if (j->divide)
-            for (int c = 0; c < j->cols; c++) y[c] = x[c] / j->s[c];
-        else
-            for (int c = 0; c < j->cols; c++) y[c] = x[c] * j->s[c];
-    }
-}
-
-static void scale_cols(pq_pool *pool, const float *x, float *y, int T, int cols, const float *s, int divide) {
-    cols_job j = {x, s, y, T, cols, divide};
-    pq_pool_for(pool, (T + POOL_ROWS - 1) / POOL_ROWS, cols_task, &j);
-}
-
 // S->xd = the sampled inputs of group g divided by S->s_cols.
 static void scaled_sample(pq_smooth *S, int g) {
-    scale_cols(S->cfg.pool, S->xs[g], S->xd, S->ns[g], pq_input_group_cols(S->c, g), S->s_cols, 1);
+    pq_fold_scale_cols(S->xs[g], S->xd, S->ns[g], pq_input_group_cols(S->c, g), S->s_cols, 1, S->cfg.pool);
 }
 
 // Sum of squares of y - y0 over n values, and of y0 (optional).
@@ -534,7 +507,7 @@ static pq_status output_errors(pq_smooth *S) {
         for (int g2 = 0; g2 < PQ_NGROUPS; g2++) {
             const pq_input_group *G = &PQ_INPUT_GROUPS[g2];
             if (G->from != PQ_FROM_LINEAR || G->from_slot != (pq_linear_slot)k || !S->sc.scale[g2]) continue;
-            scale_cols(S->cfg.pool, S->y, S->y, T, v.rows, S->sc.scale[g2], 0);
+            pq_fold_scale_cols(S->y, S->y, T, v.rows, S->sc.scale[g2], 0, S->cfg.pool);
         }
         double norm, e = sq_diff(S->y, S->y0, (size_t)T * v.rows, &norm);
         S->qb.out_err[k] = norm > 0 ? e / norm : 0;
