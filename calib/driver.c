@@ -147,6 +147,11 @@ static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, i
     }
 }
 
+static void on_output(void *ud, int layer, pq_linear_slot slot, const float *y, int T, int rows) {
+    drv *v = ud;
+    v->meth->sample_output(v->meth->ud, layer, v->window, slot, y, T, rows);
+}
+
 // The hook of a pass on the GPU: X^T X from the device input as it is;
 // other statistics (PQ_STAT_ABS) from a host copy.
 static pq_status on_input_gpu(void *ud, int layer, pq_linear_slot slot, const uint16_t *d_x, int T, int cols,
@@ -189,7 +194,9 @@ static pq_status ensure_ws(drv *v, const pq_layer *L) {
 static pq_status pass(drv *v, int l, int measure) {
     const pq_config *c = &v->m->cfg;
     pq_layer *L = &v->m->layers[l];
-    pq_block_hooks hooks = {on_input, v, 1}; // a measuring pass runs on a copy of X: its output is dropped
+    // a measuring pass runs on a copy of X: its output is dropped
+    pq_block_hooks hooks = {.linear_input = on_input, .linear_output = v->meth->sample_output ? on_output : NULL,
+                            .ud = v, .inputs_only = 1};
     size_t win = (size_t)v->d->len * c->hidden;
     double t0 = pq_now(), t_stats0 = v->r->t_stats;
     if (v->blocks) {

@@ -87,6 +87,9 @@ typedef struct {
     // of window `window` (0, 1, ... in order) as the block's measuring pass
     // computes it, before that block's quantize_block.
     void (*sample)(void *ud, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols);
+    // Optional, beside sample: sees each linear's output y [T][rows] of the
+    // same pass and window (down_proj's is not computed there).
+    void (*sample_output)(void *ud, int layer, int window, pq_linear_slot slot, const float *y, int T, int rows);
     // Resume: installs the quantized linears of a block an earlier run finished.
     pq_status (*load_block)(void *ud, int layer, pq_layer *L);
     // Block `layer` has run quantized over every window (resumed: it was

@@ -99,6 +99,11 @@ static void hook(const pq_block_hooks *h, int layer, pq_linear_slot slot, const 
     if (h && h->linear_input) h->linear_input(h->ud, layer, slot, x, T, cols);
 }
 
+static void hook_out(const pq_block_hooks *h, int layer, const pq_layer *L, pq_linear_slot slot, const float *y,
+                     int T) {
+    if (h && h->linear_output) h->linear_output(h->ud, layer, slot, y, T, L->lin[slot].rows);
+}
+
 void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, float *x, int T, int pos0,
                           float *kcache, float *vcache, pq_block_scratch *s, pq_pool *pool,
                           const pq_block_hooks *hooks) {
@@ -110,21 +115,28 @@ void pq_block_forward_cpu(const pq_config *c, const pq_layer *L, int layer, floa
     float *kdst = kcache + (size_t)pos0 * kvd, *vdst = vcache + (size_t)pos0 * kvd;
     const pq_linear *qkv[] = {&L->lin[PQ_Q], &L->lin[PQ_K], &L->lin[PQ_V]};
     pq_linear_forward_group(qkv, (float *const[]){s->q, kdst, vdst}, 3, s->xn, T, s->lin_ws, pool);
+    hook_out(hooks, layer, L, PQ_Q, s->q, T);
+    hook_out(hooks, layer, L, PQ_K, kdst, T);
+    hook_out(hooks, layer, L, PQ_V, vdst, T);
     rope(pool, s->q, T, qd, c->n_heads, hd, s);
     rope(pool, kdst, T, kvd, c->n_kv_heads, hd, s);
     pq_attn_shape as = {c->n_heads, c->n_kv_heads, hd, pq_config_window(c, layer)};
     pq_attention_cpu(&as, s->q, kcache, vcache, T, pos0, s->att, s->attn_ws, pool);
     hook(hooks, layer, PQ_O, s->att, T, qd);
     pq_linear_forward(&L->lin[PQ_O], s->att, T, s->out, s->lin_ws, pool);
+    hook_out(hooks, layer, L, PQ_O, s->out, T);
     run_op(pool, (op_job){.kind = OP_ADD, .T = T, .n = H, .y = x, .x = s->out});
     // MLP
     rmsnorm(pool, x, L->mlp_norm, T, H, c->rms_eps, s->xn);
     hook(hooks, layer, PQ_GATE, s->xn, T, H);
     const pq_linear *gate_up[] = {&L->lin[PQ_GATE], &L->lin[PQ_UP]};
     pq_linear_forward_group(gate_up, (float *const[]){s->gate, s->up}, 2, s->xn, T, s->lin_ws, pool);
+    hook_out(hooks, layer, L, PQ_GATE, s->gate, T);
+    hook_out(hooks, layer, L, PQ_UP, s->up, T);
     run_op(pool, (op_job){.kind = OP_SWIGLU, .T = T, .n = c->intermediate, .y = s->gate, .x = s->up});
     hook(hooks, layer, PQ_DOWN, s->gate, T, c->intermediate);
     if (hooks && hooks->inputs_only) return;
     pq_linear_forward(&L->lin[PQ_DOWN], s->gate, T, s->out, s->lin_ws, pool);
+    hook_out(hooks, layer, L, PQ_DOWN, s->out, T);
     run_op(pool, (op_job){.kind = OP_ADD, .T = T, .n = H, .y = x, .x = s->out});
 }

@@ -10,12 +10,16 @@
 #include "eval/model.h"
 #include "kernels/attention.h"
 
-// Called with the input of each group of linears that share it: slot PQ_Q
-// (q/k/v input), PQ_O, PQ_GATE (gate/up input), PQ_DOWN. x is [T][cols].
-// inputs_only: the caller wants the inputs alone, so the block stops after
-// PQ_DOWN's (no down_proj, no residual add: x is left half-updated).
+// linear_input is called with the input of each group of linears that
+// share it: slot PQ_Q (q/k/v input), PQ_O, PQ_GATE (gate/up input),
+// PQ_DOWN. x is [T][cols]. linear_output (may be NULL) is called with each
+// linear's output y [T][rows] as its GEMM leaves it (before RoPE, SwiGLU
+// or the residual add). inputs_only: the caller wants the inputs alone, so
+// the block stops after PQ_DOWN's (no down_proj, no residual add: x is left
+// half-updated).
 typedef struct {
     void (*linear_input)(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols);
+    void (*linear_output)(void *ud, int layer, pq_linear_slot slot, const float *y, int T, int rows);
     void *ud;
     int inputs_only;
 } pq_block_hooks;

@@ -297,6 +297,11 @@ static void sample(void *ud, int layer, int window, pq_linear_slot slot, const f
     r->hooks.sample(r->hooks.ud, layer, window, slot, x, T, cols);
 }
 
+static void sample_output(void *ud, int layer, int window, pq_linear_slot slot, const float *y, int T, int rows) {
+    run *r = ud;
+    r->hooks.sample_output(r->hooks.ud, layer, window, slot, y, T, rows);
+}
+
 // Resume: a finished block as it was written (AWQ: the source block, which is what it propagates).
 static pq_status load_block(void *ud, int layer, pq_layer *L) {
     run *r = ud;
@@ -363,6 +368,7 @@ static pq_status drive(run *r, pq_status (*block_done)(void *, int, int)) {
                             .quantize_group = r->hooks.quantize_group ? quantize_group : NULL,
                             .quantize_block = r->hooks.quantize_block ? quantize_block : NULL,
                             .sample = r->hooks.sample ? sample : NULL,
+                            .sample_output = r->hooks.sample_output ? sample_output : NULL,
                             .load_block = load_block, .block_done = block_done, .ud = r};
     pq_calib_run_params rp = {.true_sequential = r->q->gptq.true_sequential, .pool = r->pool, .device = r->q->device,
                               .first_block = r->blocks_done};

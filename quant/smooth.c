@@ -99,6 +99,8 @@ struct pq_smooth {
     float *att, *h;                    //   [K][len][q dim] o_proj's input, [K][len][hidden] the residual after it
     float *xs[PQ_NGROUPS];             // [cap][cols] sampled inputs of each group
     int ns[PQ_NGROUPS], base;          // rows sampled, sample tokens seen before this window
+    float *ys[PQ_NLINEAR];             // [cap][rows] each linear's output on the sampled inputs
+    int nys[PQ_NLINEAR];               //   rows sampled (the measuring pass has no down_proj output)
     int sampled_layer;                 // the block the rows sampled are of (pq_smooth_sample)
     float *cand[3];                    // a group's linears as candidates, [rows][cols] each
     float *s_cols, *xd, *y, *y0;       // [cols]; [cap][cols]; [cap][rows] x2
@@ -125,7 +127,7 @@ void pq_smooth_free(pq_smooth *S) {
     free(S->inv_freq);
     for (int g = 0; g < PQ_NGROUPS; g++) pq_free(S->xs[g]), pq_free(S->scale_buf[g]);
     for (int k = 0; k < 3; k++) pq_free(S->cand[k]);
-    for (int k = 0; k < PQ_NLINEAR; k++) pq_free(S->sc.clip[k]);
+    for (int k = 0; k < PQ_NLINEAR; k++) pq_free(S->sc.clip[k]), pq_free(S->ys[k]);
     pq_free(S->s_cols), pq_free(S->xd), pq_free(S->y), pq_free(S->y0);
     pq_free(S->stat), pq_free(S->wmax), pq_free(S->tmp), pq_free(S->ws);
     pq_smooth_block_free(&S->qb);
@@ -201,6 +203,7 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
              ALLOC(S->y0, (size_t)S->cap * tallest * 4) && ALLOC(S->stat, (size_t)widest * 4) &&
              ALLOC(S->wmax, (size_t)widest * 4) && ALLOC(S->tmp, (size_t)widest * 4);
     for (int k = 0; k < 3 && ok; k++) ok = ALLOC(S->cand[k], biggest * 4);
+    for (int k = 0; k < PQ_NLINEAR && ok; k++) ok = ALLOC(S->ys[k], (size_t)S->cap * L0->lin[k].rows * 4);
     for (int g = 0; g < PQ_NGROUPS && ok; g++) {
         ok = ALLOC(S->xs[g], (size_t)S->cap * pq_input_group_cols(c, g) * 4);
         if (ok && pq_smooth_has_scales(cfg->kind) && pq_fold_usable(c, g))
@@ -228,13 +231,33 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
 
 // ---- the sample ---------------------------------------------------------------
 
+// Appends the sampled tokens' rows of x [T][cols] to dst [cap][cols] (*n rows so far).
+static void take_rows(const pq_smooth *S, float *dst, int *n, const float *x, int T, int cols) {
+    for (int t = 0; t < T; t++)
+        if ((S->base + t) % S->stride == 0 && *n < S->cap)
+            memcpy(dst + (size_t)(*n)++ * cols, x + (size_t)t * cols, (size_t)cols * sizeof(float));
+}
+
 static void on_input(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
     pq_smooth *S = ud;
     int g = pq_fold_group_of(slot);
     if (slot == PQ_O && S->ref) memcpy(S->att + (size_t)S->base * cols, x, (size_t)T * cols * sizeof(float));
-    for (int t = 0; t < T; t++)
-        if ((S->base + t) % S->stride == 0 && S->ns[g] < S->cap)
-            memcpy(S->xs[g] + (size_t)S->ns[g]++ * cols, x + (size_t)t * cols, (size_t)cols * sizeof(float));
+    take_rows(S, S->xs[g], &S->ns[g], x, T, cols);
+}
+
+static void on_output(void *ud, int layer, pq_linear_slot slot, const float *y, int T, int rows) {
+    pq_smooth *S = ud;
+    take_rows(S, S->ys[slot], &S->nys[slot], y, T, rows);
+}
+
+// Starts the sample of a block when the driver's pass reaches a new one.
+static void begin_sample(pq_smooth *S, int layer, int window) {
+    if (layer != S->sampled_layer) {
+        memset(S->ns, 0, sizeof S->ns);
+        memset(S->nys, 0, sizeof S->nys);
+        S->sampled_layer = layer;
+    }
+    S->base = window * S->len;
 }
 
 // One window of X through block L (output in S->xw).
@@ -280,9 +303,15 @@ static void block_output(pq_smooth *S, const pq_layer *L, int g, int k) {
 void pq_smooth_sample(void *ud, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols) {
     pq_smooth *S = ud;
     if (S->ref || window >= S->K) return;
-    if (layer != S->sampled_layer) memset(S->ns, 0, sizeof S->ns), S->sampled_layer = layer;
-    S->base = window * S->len;
+    begin_sample(S, layer, window);
     on_input(S, layer, slot, x, T, cols);
+}
+
+void pq_smooth_sample_output(void *ud, int layer, int window, pq_linear_slot slot, const float *y, int T, int rows) {
+    pq_smooth *S = ud;
+    if (S->ref || window >= S->K) return;
+    begin_sample(S, layer, window);
+    on_output(S, layer, slot, y, T, rows);
 }
 
 // The sampled inputs and, where the search scores whole blocks, the
@@ -292,9 +321,11 @@ static pq_status take_sample(pq_smooth *S) {
     PQ_FAIL_IF(!S->ref && S->sampled_layer != S->layer, PQ_ERR_ARG,
                "layer %d: no inputs sampled (the driver's sample hook is not pq_smooth_sample)", S->layer);
     if (!S->ref) return PQ_OK;
-    pq_block_hooks h = {on_input, S, 0}; // whole blocks: their outputs are the reference (yref)
+    // whole blocks: their outputs are the reference (yref)
+    pq_block_hooks h = {.linear_input = on_input, .linear_output = on_output, .ud = S};
     size_t win = (size_t)S->len * S->c->hidden;
     memset(S->ns, 0, sizeof S->ns);
+    memset(S->nys, 0, sizeof S->nys);
     for (int k = 0; k < S->K; k++) {
         S->base = k * S->len;
         run_window(S, S->L, k, &h);
@@ -491,25 +522,27 @@ static pq_linear quantized_view(const pq_smooth *S, int k) {
 }
 
 // Output error of each quantized linear on the sampled tokens: x W^T of the
-// source against (x / s) Q^T (its rows multiplied back by the scale a later
-// group folded into them).
+// source (as the sample's pass computed it, where it did and the linear has
+// no bias) against (x / s) Q^T (its rows multiplied back by the scale a
+// later group folded into them).
 static pq_status output_errors(pq_smooth *S) {
     for (int k = 0; k < PQ_NLINEAR; k++) {
         int g = pq_fold_group_of((pq_linear_slot)k), T = S->ns[g];
         pq_linear src = S->L->lin[k], v = quantized_view(S, k);
+        const float *y0 = S->nys[k] == T && !src.bias ? S->ys[k] : S->y0;
         src.bias = v.bias = NULL;
         PQ_TRY(ensure_ws(S, &src));
         PQ_TRY(ensure_ws(S, &v));
         expand(S, g, S->sc.scale[g]);
         scaled_sample(S, g);
-        pq_linear_forward(&src, S->xs[g], T, S->y0, S->ws, S->cfg.pool);
+        if (y0 == S->y0) pq_linear_forward(&src, S->xs[g], T, S->y0, S->ws, S->cfg.pool);
         pq_linear_forward(&v, S->xd, T, S->y, S->ws, S->cfg.pool);
         for (int g2 = 0; g2 < PQ_NGROUPS; g2++) {
             const pq_input_group *G = &PQ_INPUT_GROUPS[g2];
             if (G->from != PQ_FROM_LINEAR || G->from_slot != (pq_linear_slot)k || !S->sc.scale[g2]) continue;
             pq_fold_scale_cols(S->y, S->y, T, v.rows, S->sc.scale[g2], 0, S->cfg.pool);
         }
-        double norm, e = sq_diff(S->y, S->y0, (size_t)T * v.rows, &norm);
+        double norm, e = sq_diff(S->y, y0, (size_t)T * v.rows, &norm);
         S->qb.out_err[k] = norm > 0 ? e / norm : 0;
     }
     return PQ_OK;

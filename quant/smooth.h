@@ -156,5 +156,9 @@ pq_status pq_smooth_quantize_block(void *S, int layer, pq_layer *L, const pq_act
 // alone) the sampled inputs come from the driver's measuring pass instead
 // of a pass of S's own.
 void pq_smooth_sample(void *S, int layer, int window, pq_linear_slot slot, const float *x, int T, int cols);
+// The driver's sample_output hook with S as ud: the same pass's linear
+// outputs on the sampled tokens, the source side of the output errors
+// (pq_smooth_block.out_err) without a pass of their own.
+void pq_smooth_sample_output(void *S, int layer, int window, pq_linear_slot slot, const float *y, int T, int rows);
 
 #endif

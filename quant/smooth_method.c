@@ -75,7 +75,7 @@ pq_status pq_smooth_method_create(const pq_method *self, const pq_method_ctx *c,
 pq_status pq_smooth_method_hooks(void *state, pq_calib_method *drv) {
     smooth_state *st = state;
     *drv = (pq_calib_method){.stats = PQ_STAT_ABS, .work_bytes = st->work, .quantize_block = pq_smooth_quantize_block,
-                             .sample = pq_smooth_sample,
+                             .sample = pq_smooth_sample, .sample_output = pq_smooth_sample_output,
                              .ud = st->S};
     return PQ_OK;
 }
