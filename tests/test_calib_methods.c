@@ -1,5 +1,6 @@
 // AWQ, SmoothQuant and static activation scales (quant/fold, awq,
-// smoothquant, smooth, scales): folding is exact on the fixture and on a
+// smoothquant, smooth, scales): the block hooks the sample is taken by show
+// each linear's exact input and output; folding is exact on the fixture and on a
 // random block for every entry of the fold table; AWQ alpha = 0 is RTN,
 // the grid search picks the minimum, clipping never increases the error;
 // SmoothQuant lowers the W8A8 error of a layer with outlier channels; an
@@ -33,6 +34,82 @@ static pq_status rtn_new(const float *w, int rows, int cols, const pq_scheme *s,
 }
 
 #define T_TOK 24
+
+// ---- the block's hooks ------------------------------------------------------------
+
+// What one forward of block 0 showed its hooks: each group's input and
+// each linear's output (their first calls), and the number of calls.
+typedef struct {
+    float *in[PQ_NLINEAR], *out[PQ_NLINEAR];
+    int n_in[PQ_NLINEAR], n_out[PQ_NLINEAR];
+} seen;
+
+static void keep(float **dst, int *n, const float *x, size_t count) {
+    if ((*n)++ == 0) *dst = memcpy(malloc(count * sizeof(float)), x, count * sizeof(float));
+}
+
+static void saw_input(void *ud, int layer, pq_linear_slot slot, const float *x, int T, int cols) {
+    seen *v = ud;
+    keep(&v->in[slot], &v->n_in[slot], x, (size_t)T * cols);
+}
+
+static void saw_output(void *ud, int layer, pq_linear_slot slot, const float *y, int T, int rows) {
+    seen *v = ud;
+    keep(&v->out[slot], &v->n_out[slot], y, (size_t)T * rows);
+}
+
+// linear_output sees each linear's output as pq_linear_forward makes it
+// from the input linear_input saw (bit for bit: the q and k outputs before
+// RoPE), once per forward; inputs_only stops before down_proj, so its
+// output is not shown.
+static void test_block_hooks(pq_pool *pool) {
+    pq_model *m;
+    if (pq_model_open(pq_test_path("fixtures/stories260K"), &m) != PQ_OK) {
+        printf("FAIL - fixture: %s\n", pq_last_error());
+        return;
+    }
+    const pq_config *c = &m->cfg;
+    const pq_layer *L = &m->layers[0];
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, n = (size_t)T_TOK * c->hidden, ws_bytes = 0;
+    for (int k = 0; k < PQ_NLINEAR; k++) {
+        size_t b = pq_linear_workspace_bytes(&L->lin[k], pq_pool_size(pool));
+        ws_bytes = b > ws_bytes ? b : ws_bytes;
+    }
+    float *x = malloc(n * 4), *y = malloc((size_t)T_TOK * c->intermediate * 4), *kc = pq_alloc(T_TOK * kvd * 4),
+          *vc = pq_alloc(T_TOK * kvd * 4);
+    void *ws = pq_alloc(ws_bytes);
+    pq_block_scratch s;
+    double inv[64];
+    pq_rope_params rp = {c->rope_theta, 0, 0, 0, 0, 0};
+    pq_rope_inv_freq(&rp, c->head_dim, inv);
+    PQ_ASSERT(pq_block_scratch_init(&s, c, T_TOK, T_TOK, pq_pool_size(pool), L, 1, NULL) == PQ_OK && kc && vc && ws);
+    pq_block_rope_prepare(&s, inv, c->head_dim, 0, T_TOK);
+    for (int inputs_only = 0; inputs_only < 2; inputs_only++) {
+        seen v;
+        memset(&v, 0, sizeof v);
+        pq_block_hooks h = {.linear_input = saw_input, .linear_output = saw_output, .ud = &v,
+                            .inputs_only = inputs_only};
+        pq_test_fill(x, n, 1.0f);
+        pq_block_forward_cpu(c, L, 0, x, T_TOK, 0, kc, vc, &s, pool, &h);
+        int ok = 1, once = 1;
+        for (int k = 0; k < PQ_NLINEAR; k++) {
+            pq_linear_slot in = PQ_INPUT_GROUPS[pq_fold_group_of((pq_linear_slot)k)].input;
+            int shown = !(inputs_only && k == PQ_DOWN);
+            once = once && v.n_out[k] == shown && ((pq_linear_slot)k != in || v.n_in[k] == 1);
+            if (!shown || !v.out[k] || !v.in[in]) continue;
+            pq_linear_forward(&L->lin[k], v.in[in], T_TOK, y, ws, pool);
+            ok = ok && !memcmp(y, v.out[k], (size_t)T_TOK * L->lin[k].rows * sizeof(float));
+        }
+        PQ_CHECK(once, "block hooks%s: each group's input and each linear's output shown once%s",
+                 inputs_only ? " (inputs_only)" : "", inputs_only ? ", down_proj's output not" : "");
+        PQ_CHECK(ok, "block hooks%s: every output shown equals the linear's forward of the input shown",
+                 inputs_only ? " (inputs_only)" : "");
+        for (int k = 0; k < PQ_NLINEAR; k++) free(v.in[k]), free(v.out[k]);
+    }
+    pq_block_scratch_free(&s);
+    free(x), free(y), pq_free(kc), pq_free(vc), pq_free(ws);
+    pq_model_free(m);
+}
 
 // ---- folding ----------------------------------------------------------------------
 
@@ -524,6 +601,7 @@ int main(void) {
     PQ_ASSERT(pq_blas_init() == PQ_OK);
     pq_pool *pool;
     pq_pool_create(2, &pool);
+    test_block_hooks(pool);
     test_fold(pool);
     test_awq(pool);
     test_smoothquant();
