@@ -442,6 +442,7 @@ static void test_smoothquant(void) {
 
 typedef struct {
     int blocks, finite, act_static;
+    double out_err[2][PQ_NLINEAR]; // of the first two blocks
 } collect;
 
 static pq_status on_block(void *ud, int layer, const pq_block_scales *sc, const pq_smooth_block *qb) {
@@ -452,6 +453,7 @@ static pq_status on_block(void *ud, int layer, const pq_block_scales *sc, const 
         for (int i = 0; sc->scale[g] && i < 16; i++) c->finite &= isfinite(sc->scale[g][i]) && sc->scale[g][i] > 0;
     }
     for (int k = 0; k < PQ_NLINEAR; k++) c->finite &= isfinite(qb->out_err[k]) && qb->out_err[k] > 0; // rows were sampled
+    if (layer < 2) memcpy(c->out_err[layer], qb->out_err, sizeof qb->out_err);
     if (qb->attn_norm)
         for (int i = 0; i < 64; i++) c->finite &= isfinite(qb->attn_norm[i]);
     return PQ_OK;
@@ -474,7 +476,7 @@ static void test_dead_channel(pq_pool *pool) {
     PQ_ASSERT(pq_calib_windows(s, 3000, 1, &p, c.max_pos, "t", &d) == PQ_OK);
     const char *names[] = {"smoothquant", "awq"};
     for (int k = 0; k < 2; k++) {
-        collect col = {0, 1, !k};
+        collect col = {.finite = 1, .act_static = !k};
         pq_smooth_config cfg = {.m = m, .kind = k ? PQ_SMOOTH_AWQ : PQ_SMOOTH_SQ, .dt = PQ_DT_F16,
                                 .p = pq_smooth_default_params(), .pool = pool, .emit = on_block, .ud = &col};
         PQ_ASSERT(pq_scheme_make(k ? "w4a16" : "w8a8", k ? 32 : PQ_GROUP_DEFAULT, PQ_SYM_DEFAULT, &cfg.scheme) == PQ_OK);
@@ -483,7 +485,8 @@ static void test_dead_channel(pq_pool *pool) {
         size_t work;
         pq_status st = pq_smooth_create(&cfg, &d, &S, &work);
         pq_calib_method meth = {.stats = PQ_STAT_ABS, .quantize_block = pq_smooth_quantize_block,
-                                .sample = pq_smooth_sample, .block_done = pass_done, .ud = S};
+                                .sample = pq_smooth_sample, .sample_output = pq_smooth_sample_output,
+                                .block_done = pass_done, .ud = S};
         pq_calib_run_params rp = {.pool = pool, .device = PQ_DEVICE_CPU};
         pq_calib_report rep;
         if (st == PQ_OK) st = pq_calib_run(m, &d, &meth, &rp, &rep);
@@ -491,6 +494,17 @@ static void test_dead_channel(pq_pool *pool) {
                  "%s through the driver, input_layernorm[7] and post_attention_layernorm[9] zero (dead channels): "
                  "finite scales, norms and output errors (> 0) in every block%s%s", names[k], st ? ": " : "",
                  st ? pq_last_error() : "");
+        if (!k && S) { // the output errors' source side sampled or computed: the same bits
+            collect again = col;
+            cfg.ud = &again;
+            meth.sample_output = NULL;
+            pq_smooth_free(S);
+            st = pq_smooth_create(&cfg, &d, &S, &work);
+            if (st == PQ_OK) st = pq_calib_run(m, &d, &meth, &rp, &rep);
+            PQ_CHECK(st == PQ_OK && !memcmp(again.out_err, col.out_err, sizeof col.out_err),
+                     "smoothquant: output errors from the measuring pass's sampled outputs == from a forward of "
+                     "their own (no sample_output hook), bit for bit");
+        }
         if (!k && S) { // without the sample hook a fixed-alpha SmoothQuant has nothing to measure errors on
             meth.sample = NULL;
             st = pq_calib_run(m, &d, &meth, &rp, &rep);
