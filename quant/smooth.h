@@ -14,7 +14,9 @@
 //     input (whole windows, so the attention inside the block sees real
 //     contexts) are run through the unquantized block, keeping its output
 //     and every 1-in-k token of each group's input (at most 512, as the
-//     reference's clip search subsamples);
+//     reference's clip search subsamples) and of each linear's output
+//     (SmoothQuant at a fixed alpha takes both from the driver's
+//     measuring pass instead, pq_smooth_sample / _output);
 //  2. scales per group (the fold table, quant/fold.h; o's input only
 //     without grouped-query attention, pq_fold_usable):
 //       awq          grid search of alpha (quant/awq.h); the error of a
@@ -39,7 +41,9 @@
 //     127.5 (INT8) or / 448 (FP8) (quant/smoothquant.h);
 //  5. the linears are quantized with the target scheme's RTN after the
 //     clip (pq_smooth_quantize), and their output errors measured on the
-//     sampled tokens (activation quantization included);
+//     sampled tokens (activation quantization included; the source side is
+//     the sampled output, computed again only for down_proj where the
+//     measuring pass stops before it, and for linears with a bias);
 //  6. what the driver's final pass runs, i.e. what the next block's input
 //     is computed with: for AWQ the unquantized block, as llm-awq and
 //     AutoAWQ do (every AWQ search sees the FP16 model's activations); for
