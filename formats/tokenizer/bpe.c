@@ -428,7 +428,7 @@ pq_status pq_bpe_encode_word(const pq_bpe *b, const char *word, size_t len, pq_b
     if (c && out->n - first <= CACHE_IDS) {
         c->len = (uint8_t)len, c->n = (uint8_t)(out->n - first);
         memcpy(c->word, word, len);
-        memcpy(c->ids, out->p + first, (out->n - first) * sizeof(int32_t));
+        if (out->n > first) memcpy(c->ids, out->p + first, (out->n - first) * sizeof(int32_t));
     }
     return PQ_OK;
 }
