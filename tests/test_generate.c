@@ -366,7 +366,7 @@ static void check_stream(const char *what, const pq_tokenizer *tok, const int32_
     }
     // the decode of context + ids, past the context's own text
     int32_t seq[256];
-    memcpy(seq, ctx, (size_t)nctx * sizeof *seq);
+    if (nctx) memcpy(seq, ctx, (size_t)nctx * sizeof *seq);
     memcpy(seq + nctx, ids, (size_t)n * sizeof *seq);
     char *want, *head;
     size_t wl, hl;

@@ -52,7 +52,9 @@ static void parse_cps(char **p, pq_tbuf *out) {
     *p = s;
 }
 
-static int same(const pq_tbuf *a, const pq_tbuf *b) { return a->len == b->len && memcmp(a->p, b->p, a->len) == 0; }
+static int same(const pq_tbuf *a, const pq_tbuf *b) {
+    return a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0);
+}
 
 static void print_cps(const char *what, const pq_tbuf *t) {
     printf("    %s:", what);
