@@ -13,6 +13,7 @@
 #include "formats/tokenizer/pretok.h"
 #include "formats/tokenizer/tok_added.h"
 #include "formats/tokenizer/tokenizer.h"
+#include "tests/lib/tok_expect.h"
 #include "tests/test.h"
 
 static double now_s(void) {
@@ -208,15 +209,6 @@ static const char *small_json(char *buf, size_t cap, const char *unk, int fuse, 
     return buf;
 }
 
-static int encode_is(const pq_tokenizer *tok, const char *text, const int32_t *want, size_t nwant) {
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int ok = pq_tok_encode(tok, text, strlen(text), 0, &ids, &n) == PQ_OK && n == nwant &&
-             (n == 0 || memcmp(ids, want, n * sizeof *ids) == 0);
-    free(ids);
-    return ok;
-}
-
 static void test_small_models(void) {
     static const char *texts[] = {"abc", "aabcc", "ayzb", "yz", "\xC3\xA9\x61", "abc\xC3\xA9", "abc abc"}; // \x61: a
     static const struct {
@@ -243,7 +235,7 @@ static void test_small_models(void) {
         pq_status st = pq_tok_load_json(json, strlen(json), NULL, 0, "small", &tok);
         int ok = st == PQ_OK;
         for (size_t t = 0; ok && t < 7; t++) {
-            ok = encode_is(tok, texts[t], cases[c].want[t], cases[c].n[t]);
+            ok = pq_test_encodes_to(tok, texts[t], cases[c].want[t], cases[c].n[t]);
             if (!ok) printf("    text %zu differs\n", t);
         }
         PQ_CHECK(ok, "small model, %s: ids equal the library's (%s)", cases[c].name, st == PQ_OK ? "" : pq_last_error());
@@ -255,7 +247,7 @@ static void test_small_models(void) {
     int32_t *ids = NULL;
     size_t n = 0;
     pq_status st = pq_tok_load_json(json, strlen(json), NULL, 0, "small", &tok);
-    int known = st == PQ_OK && encode_is(tok, "abc", (const int32_t[]){1, 5}, 2);
+    int known = st == PQ_OK && pq_test_encodes_to(tok, "abc", (const int32_t[]){1, 5}, 2);
     st = st == PQ_OK ? pq_tok_encode(tok, "ayb", 3, 0, &ids, &n) : st;
     PQ_CHECK(known && st == PQ_ERR_FORMAT && strstr(pq_last_error(), "<missing>"),
              "an unk_token missing from the vocabulary fails only when needed (%s)", pq_last_error());
@@ -299,7 +291,7 @@ static void test_unicode_normalizers(void) {
                  cases[c].normalizer);
         pq_tokenizer *tok = NULL;
         pq_status st = pq_tok_load_json(json, strlen(json), NULL, 0, "unicode", &tok);
-        PQ_CHECK(st == PQ_OK && encode_is(tok, text, cases[c].want, cases[c].n), "normalizer %s: ids equal the library's (%s)",
+        PQ_CHECK(st == PQ_OK && pq_test_encodes_to(tok, text, cases[c].want, cases[c].n), "normalizer %s: ids equal the library's (%s)",
                  cases[c].name, st == PQ_OK ? "" : pq_last_error());
         pq_tok_free(tok);
     }
@@ -313,7 +305,7 @@ static void test_config_override(void) {
     pq_tokenizer *tok = NULL;
     pq_status st = json ? pq_tok_load_json(json, len, cfg, strlen(cfg), "stories260K", &tok) : PQ_ERR_IO;
     int ok = st == PQ_OK && !pq_tok_adds_bos(tok) && pq_tok_bos(tok) == 1 && pq_tok_eos(tok) == 2 &&
-             encode_is(tok, "Once upon a time", (const int32_t[]){403, 407, 261, 378}, 4);
+             pq_test_encodes_to(tok, "Once upon a time", (const int32_t[]){403, 407, 261, 378}, 4);
     int32_t *ids = NULL;
     size_t n = 0;
     ok = ok && pq_tok_encode(tok, "Once upon a time", 16, 1, &ids, &n) == PQ_OK && n == 5 && ids[0] == 403 && ids[4] == 2;

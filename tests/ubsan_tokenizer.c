@@ -5,10 +5,10 @@
 // encoder's word cache as an empty entry; formats/tokenizer/bpe.c copied that
 // entry from the still-empty output vector's null pointer (memcpy from NULL
 // is undefined even for 0 bytes), which aborts this binary.
-#include <stdlib.h>
 #include <string.h>
 
 #include "formats/tokenizer/tokenizer.h"
+#include "tests/lib/tok_expect.h"
 #include "tests/test.h"
 
 // A BPE model with no unk_token, no pre-tokenizer (the whole text is one
@@ -19,16 +19,6 @@ static const char JSON[] =
     "\"unk_token\":null,\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":false,"
     "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\",\"b\"]]}}";
 
-// The ids of text, checked against want[0..nwant).
-static int encodes_to(const pq_tokenizer *tok, const char *text, const int32_t *want, size_t nwant) {
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int ok = pq_tok_encode(tok, text, strlen(text), 0, &ids, &n) == PQ_OK && n == nwant &&
-             (n == 0 || memcmp(ids, want, n * sizeof *ids) == 0);
-    free(ids);
-    return ok;
-}
-
 int main(void) {
     pq_tokenizer *tok = NULL;
     pq_status st = pq_tok_load_json(JSON, strlen(JSON), NULL, 0, "no-unk", &tok);
@@ -36,9 +26,9 @@ int main(void) {
              st == PQ_OK ? "" : pq_last_error());
     if (st != PQ_OK) return pq_test_done();
     const int32_t ab[] = {2};
-    PQ_CHECK(encodes_to(tok, "yz", NULL, 0) && encodes_to(tok, "yz", NULL, 0),
+    PQ_CHECK(pq_test_encodes_to(tok, "yz", NULL, 0) && pq_test_encodes_to(tok, "yz", NULL, 0),
              "a word of unknown characters: no ids, twice (the second from the word cache), under UBSan");
-    PQ_CHECK(encodes_to(tok, "ayzb", ab, 1), "unknown characters inside a word dropped: \"ayzb\" -> [ab]");
+    PQ_CHECK(pq_test_encodes_to(tok, "ayzb", ab, 1), "unknown characters inside a word dropped: \"ayzb\" -> [ab]");
     pq_tok_free(tok);
     return pq_test_done();
 }
