@@ -24,6 +24,7 @@ CFLAGS  += $(CFLAGS_BASE)
 # optimized kernels are compiled for their ISA per file and chosen at run time
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+AMX_FLAGS    := $(AVX512_FLAGS) -mamx-tile -mamx-int8
 SHANI_FLAGS  := -msse4.1 -msha
 LDLIBS  := -ljansson -lzstd -ldl -lm -pthread
 
@@ -68,6 +69,10 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
 
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AMX_FLAGS) -c $< -o $@
+
 $(BUILD)/obj/%_shani.o: %_shani.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SHANI_FLAGS) -c $< -o $@
@@ -87,6 +92,10 @@ $(BUILD)/ubsan/obj/%_avx2.o: %_avx2.c
 $(BUILD)/ubsan/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(UBSAN_FLAGS) $(AVX512_FLAGS) -c $< -o $@
+
+$(BUILD)/ubsan/obj/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(UBSAN_FLAGS) $(AMX_FLAGS) -c $< -o $@
 
 $(BUILD)/ubsan/obj/%_shani.o: %_shani.c
 	@mkdir -p $(dir $@)

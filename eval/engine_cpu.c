@@ -118,8 +118,8 @@ pq_status pq_backend_cpu_create(const pq_model *m, int max_ctx, int nthreads, pq
     pq_rope_params rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
                          c->rope_high_freq_factor, c->rope_orig_max_pos};
     pq_rope_inv_freq(&rp, c->head_dim, cb->inv_freq);
-    snprintf(cb->base.desc, sizeof cb->base.desc, "cpu (%s, %d threads, OpenBLAS %s)", pq_isa_name(pq_cpu_isa()), nt,
-             pq_blas_core());
+    snprintf(cb->base.desc, sizeof cb->base.desc, "cpu (%s%s, %d threads, OpenBLAS %s)", pq_isa_name(pq_cpu_isa()),
+             pq_cpu_amx() ? "+amx" : "", nt, pq_blas_core());
     *out = &cb->base;
     return PQ_OK;
 done:

@@ -3,6 +3,8 @@
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
 // does not know "f16c". AVX2 support (checked first) implies the OS saves
@@ -50,5 +52,29 @@ int pq_cpu_sha(void) {
         unsigned a, b, c, d;
         cached = pq_cpu_isa() >= PQ_ISA_AVX2 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
     }
+    return cached;
+}
+
+// Linux's arch_prctl request for a dynamically enabled XSAVE feature, and
+// the tile data feature's number.
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static int detect_amx(void) {
+    const char *cap = getenv("PQ_ISA");
+    if (pq_cpu_isa() < PQ_ISA_AVX512 || (cap && strcmp(cap, "amx") != 0 && strcmp(cap, "") != 0)) return 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    const unsigned amx = 1u << 24 | 1u << 25; // AMX-TILE, AMX-INT8
+    if ((d & amx) != amx) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return 0; // XTILECFG and XTILEDATA state enabled by the OS
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+int pq_cpu_amx(void) {
+    static int cached = -1;
+    if (cached < 0) cached = detect_amx();
     return cached;
 }

@@ -9,12 +9,20 @@
 typedef enum { PQ_ISA_SCALAR = 0, PQ_ISA_AVX2 = 1, PQ_ISA_AVX512 = 2 } pq_isa;
 
 // The best ISA this CPU supports, capped by PQ_ISA=scalar|avx2|avx512 in the
-// environment (so tests and users can force a slower path). Cached.
+// environment (so tests and users can force a slower path; PQ_ISA=amx is
+// AVX-512 here, with pq_cpu_amx() below). Cached.
 pq_isa pq_cpu_isa(void);
 const char *pq_isa_name(pq_isa isa);
 
 // Whether the CPU has the SHA extensions (CPUID 7.0:EBX bit 29) and
 // PQ_ISA does not cap the kernels at scalar. Cached.
 int pq_cpu_sha(void);
+
+// Whether the INT8 GEMM of kernels/w8a8.h runs on AMX tiles: the CPU has
+// AMX-TILE and AMX-INT8, the OS saves the tile state and granted this
+// process its use, pq_cpu_isa() is AVX-512, and PQ_ISA does not name a
+// lower level (PQ_ISA=avx512 keeps the VNNI kernels on an AMX machine; the
+// results are the same bits). Cached.
+int pq_cpu_amx(void);
 
 #endif

@@ -104,7 +104,8 @@ size_t pq_w8a8_gemm_scratch_bytes(int n, int cols) {
 
 void pq_w8a8_gemm_cpu(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                       void *scratch) {
-    if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_w8a8_gemm_avx512(w, r0, n, a, o, scratch);
+    if (a->T > PQ_GEMV_MAX_T && pq_cpu_amx()) pq_w8a8_gemm_amx(w, r0, n, a, o, scratch);
+    else if (pq_cpu_isa() >= PQ_ISA_AVX512) pq_w8a8_gemm_avx512(w, r0, n, a, o, scratch);
     else if (pq_cpu_isa() >= PQ_ISA_AVX2) pq_w8a8_gemm_avx2(w, r0, n, a, o);
     else pq_w8a8_gemm_ref(w, r0, n, a, o);
 }

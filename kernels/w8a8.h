@@ -125,7 +125,7 @@ void pq_w8a8_fp8_cpu(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a
 // xd[t][c] = decode(a->q[t][c]) for tokens t0..t0+nt (exact).
 void pq_w8a8_fp8_decode(const pq_w8a8_act *a, int t0, int nt, float *xd);
 
-// ISA versions (kernels/w8a8_avx2.c, w8a8_avx512.c); use the _cpu entry
+// ISA versions (kernels/w8a8_avx2.c, w8a8_avx512.c, w8a8_amx.c); use the _cpu entry
 // points instead (tests call them directly).
 void pq_actq_int8_avx2(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a);
 void pq_actq_fp8_avx2(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a);
@@ -134,5 +134,9 @@ void pq_actq_int8_avx512(const float *x, int T, int cols, float static_scale, pq
 void pq_actq_fp8_avx512(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a);
 void pq_w8a8_gemm_avx512(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                          void *scratch);
+// AMX INT8 tiles (kernels/w8a8_amx.c), where pq_cpu_amx(): the GEMM only
+// (any T, chosen by _cpu for T > PQ_GEMV_MAX_T), the _ref's bits.
+void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
+                      void *scratch);
 
 #endif

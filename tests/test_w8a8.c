@@ -193,14 +193,14 @@ static void check_gemm(int rows, int cols, int T, int r0, int n, int extreme) {
     }
     int ldy = rows + 3;
     size_t ny = (size_t)T * ldy;
-    int32_t *acc[4];
-    float *y[4];
-    for (int k = 0; k < 4; k++) acc[k] = pq_alloc(ny * 4), y[k] = pq_alloc(ny * 4);
+    int32_t *acc[5];
+    float *y[5];
+    for (int k = 0; k < 5; k++) acc[k] = pq_alloc(ny * 4), y[k] = pq_alloc(ny * 4);
     void *scratch = pq_alloc(pq_w8a8_gemm_scratch_bytes(n, cols));
-    const char *names[4] = {"ref", "cpu", "avx2", "avx512"};
+    const char *names[5] = {"ref", "cpu", "avx2", "avx512", "amx"};
     for (int bias = 0; bias < 2; bias++) {
-        for (int k = 0; k < 4; k++) {
-            if ((k == 2 && !have_avx2()) || (k == 3 && !have_avx512())) continue;
+        for (int k = 0; k < 5; k++) {
+            if ((k == 2 && !have_avx2()) || (k == 3 && !have_avx512()) || (k == 4 && !pq_cpu_amx())) continue;
             if (!bias) memset(acc[k], 0x7f, ny * 4);
             pq_test_poison(y[k], ny);
             pq_w8a8_out oa = {NULL, acc[k], ldy, NULL}, oy = {y[k], NULL, ldy, bias ? m.bias : NULL};
@@ -210,9 +210,11 @@ static void check_gemm(int rows, int cols, int T, int r0, int n, int extreme) {
                 if (k == 1) pq_w8a8_gemm_cpu(&m.w, r0, n, &a.a, os[i], scratch);
                 if (k == 2) pq_w8a8_gemm_avx2(&m.w, r0, n, &a.a, os[i]);
                 if (k == 3) pq_w8a8_gemm_avx512(&m.w, r0, n, &a.a, os[i], scratch);
+                if (k == 4) pq_w8a8_gemm_amx(&m.w, r0, n, &a.a, os[i], scratch);
             }
         }
-        for (int k = 1; k < 4; k++) {
+        for (int k = 1; k < 5; k++) {
+            if (k == 4 && !pq_cpu_amx()) continue; // one skip line for all shapes, in main
             if ((k == 1 && pq_cpu_isa() == PQ_ISA_SCALAR) || (k == 2 && !have_avx2()) || (k == 3 && !have_avx512())) {
                 pq_test_skip("w8a8 gemm %s: %s", names[k], k == 1 ? "the dispatch runs the _ref itself"
                                                                    : "the CPU lacks it");
@@ -233,7 +235,7 @@ static void check_gemm(int rows, int cols, int T, int r0, int n, int extreme) {
             if (s != acc[0][(size_t)t * ldy + r]) { ok = 0; break; }
         }
     PQ_CHECK(ok, "w8a8 gemm ref %dx%d T=%d: int32 sums == int64 sums", rows, cols, T);
-    for (int k = 0; k < 4; k++) pq_free(acc[k]), pq_free(y[k]);
+    for (int k = 0; k < 5; k++) pq_free(acc[k]), pq_free(y[k]);
     pq_free(scratch); pq_free(x); pq_free(a.mem);
     int8_free(&m);
 }
@@ -352,7 +354,7 @@ static void rerun_with_isa(const char *isa) {
 int main(void) {
     pq_test_seed();
     const char *forced = getenv("PQ_ISA");
-    printf("# isa %s%s\n", pq_isa_name(pq_cpu_isa()), forced ? " (PQ_ISA)" : "");
+    printf("# isa %s%s%s\n", pq_isa_name(pq_cpu_isa()), pq_cpu_amx() ? "+amx" : "", forced ? " (PQ_ISA)" : "");
     PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
     check_int8_cases();
     check_fp8_cases();
@@ -371,10 +373,12 @@ int main(void) {
     check_quant_isa("actq int8", pq_actq_int8_ref, pq_actq_int8_cpu, pq_actq_int8_avx2, pq_actq_int8_avx512, 4, 4099,
                     1.0f, 1);
 
+    if (!pq_cpu_amx()) pq_test_skip("w8a8 gemm amx: the CPU (or PQ_ISA) lacks AMX tiles");
     static const int ks[] = {64, 172, 2048, 5632}, Ts[] = {1, 3, 37, 512};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) check_gemm(77, ks[i], Ts[j], 5, 77 - 5 - 3, 0);
     check_gemm(16, 5632, 13, 0, 16, 1);
+    check_gemm(50, 100, 27, 3, 47, 0); // a token block of 16 + 11 (two AMX tiles of different heights)
     check_gemm(33, 8, 2, 0, 33, 1);
 
     for (int j = 0; j < 4; j++) check_fp8(45, 172, Ts[j], j % 2);
@@ -388,6 +392,7 @@ int main(void) {
     if (!forced) {
         rerun_with_isa("scalar");
         rerun_with_isa("avx2");
+        if (pq_cpu_amx()) rerun_with_isa("avx512"); // the VNNI GEMM through the dispatch
     }
     return pq_test_done();
 }

@@ -1,0 +1,98 @@
+// AMX version of kernels/w8a8.h's INT8 GEMM (more than PQ_GEMV_MAX_T tokens).
+//
+// TDPBSSD multiplies signed bytes by signed bytes, four products summed into
+// each int32 of a 16 x 16 tile, so the sums are the _ref's exact ones, with
+// no offset to remove. The activation codes are already a token tile's
+// layout (rows a->ld apart, zeros past cols up to a multiple of 64); the
+// weight rows are packed into scratch in groups of 16, each [ld / 4 column
+// quads][16 rows][4] (the quads TDPBSSD reads, zeros past cols and past the
+// last row), and a block of 32 tokens x 32 rows keeps four sum tiles: per 64
+// columns two token tiles and two weight tiles feed four TDPBSSD.
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/amx.h"
+#include "kernels/w8a8.h"
+
+// Packs rows r0..r0+n (zero rows to a whole number of 32) into p: group g at
+// p + g * ld * 16, quad j of row i at byte 64 j + 4 i. Whole quads are
+// gathered 16 rows at a time; the quads past cols / 4 byte by byte.
+static void pack(const pq_int8_weight *w, int r0, int n, int ld, uint8_t *p) {
+    const int cols = w->cols, full = cols / 4, groups = (n + 31) / 32 * 2;
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(cols));
+    for (int g = 0; g < groups; g++) {
+        int left = n - 16 * g;
+        __mmask16 real = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+        const int8_t *base = w->q + (size_t)(r0 + 16 * (left > 0 ? g : 0)) * cols;
+        uint8_t *pg = p + (size_t)g * ld * 16;
+        for (int j = 0; j < full; j++)
+            _mm512_storeu_si512(pg + (size_t)j * 64,
+                                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, rows, base + 4 * j, 1));
+        for (int j = full; j < ld / 4; j++)
+            for (int i = 0; i < 16; i++)
+                for (int b = 0; b < 4; b++) {
+                    int c = 4 * j + b;
+                    pg[(size_t)j * 64 + 4 * i + b] = i < left && c < cols ? (uint8_t)base[(size_t)i * cols + c] : 0;
+                }
+    }
+}
+
+// The epilogue of 16 sums of token t for rows r..r+15 (m: the real ones).
+static void store16(const pq_w8a8_act *a, const pq_w8a8_out *o, const float *scales, int t, int r, __mmask16 m,
+                    const int32_t *sums) {
+    __m512i s = _mm512_loadu_si512(sums);
+    if (o->acc) {
+        _mm512_mask_storeu_epi32(o->acc + (size_t)t * o->ldy + r, m, s);
+        return;
+    }
+    __m512 y = _mm512_mul_ps(_mm512_set1_ps(a->scale[t]),
+                             _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scales + r), _mm512_cvtepi32_ps(s)));
+    if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(m, o->bias + r));
+    _mm512_mask_storeu_ps(o->y + (size_t)t * o->ldy + r, m, y);
+}
+
+void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
+                      void *scratch) {
+    const int ld = a->ld, steps = ld / 64;
+    const size_t group = (size_t)ld * 16;
+    uint8_t *p = scratch;
+    pack(w, r0, n, ld, p);
+    int32_t sums[32][32] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < a->T; t0 += 32) {
+        int nt = a->T - t0 < 32 ? a->T - t0 : 32, rows0 = nt < 16 ? nt : 16, rows1 = nt > 16 ? nt - 16 : 0;
+        pq_amx_tiles(rows0, rows1 ? rows1 : 1);
+        const int8_t *x0 = a->q + (size_t)t0 * ld, *x1 = x0 + (size_t)16 * ld;
+        for (int g = 0; g < (n + 31) / 32 * 2; g += 2) {
+            const uint8_t *b0 = p + g * group, *b1 = b0 + group;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int s = 0; s < steps; s++) {
+                _tile_loadd(4, x0 + (size_t)s * 64, ld);
+                _tile_loadd(6, b0 + (size_t)s * 1024, 64);
+                _tile_loadd(7, b1 + (size_t)s * 1024, 64);
+                _tile_dpbssd(0, 4, 6);
+                _tile_dpbssd(1, 4, 7);
+                if (rows1) {
+                    _tile_loadd(5, x1 + (size_t)s * 64, ld);
+                    _tile_dpbssd(2, 5, 6);
+                    _tile_dpbssd(3, 5, 7);
+                }
+            }
+            _tile_stored(0, &sums[0][0], sizeof sums[0]);
+            _tile_stored(1, &sums[0][16], sizeof sums[0]);
+            if (rows1) {
+                _tile_stored(2, &sums[16][0], sizeof sums[0]);
+                _tile_stored(3, &sums[16][16], sizeof sums[0]);
+            }
+            for (int h = 0; h < 2; h++) {
+                int left = n - 16 * (g + h);
+                if (left <= 0) break;
+                __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+                for (int t = 0; t < nt; t++) store16(a, o, w->scales, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
+            }
+        }
+    }
+}
