@@ -104,8 +104,8 @@ int main(int argc, char **argv) {
             wsb = b > wsb ? b : wsb;
         }
     void *ws = pq_alloc(wsb);
-    printf("W8A8 on the CPU: TinyLlama-1.1B linear shapes, %d threads, isa %s, OpenBLAS core %s\n", nt,
-           pq_isa_name(pq_cpu_isa()), pq_blas_core());
+    printf("W8A8 on the CPU: TinyLlama-1.1B linear shapes, %d threads, isa %s%s, OpenBLAS core %s\n", nt,
+           pq_isa_name(pq_cpu_isa()), pq_cpu_amx() ? "+amx" : "", pq_blas_core());
 
     printf("%d-token GEMM, best of %d interleaved rounds (W8A8: activation quantization included):\n", GEMM_T,
            ROUNDS);
