@@ -70,15 +70,16 @@ size_t pq_linear_weight_bytes(const pq_linear *W) {
 #define W8A8_QTOKENS 16
 
 // The quantized chunk (+ its decoded copy for FP8), then per-thread
-// scratch: a packed INT8 panel, or an FP8 panel decoded to f32.
+// scratch: a packed INT8 panel, or an FP8 panel decoded.
 static size_t w8a8_shared_bytes(const pq_linear *W) {
     size_t b = pq_w8a8_act_bytes(W8A8_CHUNK, W->cols);
-    return W->act.type == PQ_ACTQ_FP8 ? b + (size_t)W8A8_CHUNK * W->cols * sizeof(float) : b;
+    return W->act.type == PQ_ACTQ_FP8 ? b + (pq_w8a8_fp8_decoded_bytes(W8A8_CHUNK, W->cols) + 63) / 64 * 64 : b;
 }
 
 static size_t w8a8_thread_bytes(const pq_linear *W) {
-    return W->act.type == PQ_ACTQ_INT8 ? pq_w8a8_gemm_scratch_bytes(PANEL_ROWS, W->cols)
-                                       : (size_t)PANEL_ROWS * W->cols * sizeof(float);
+    size_t b = W->act.type == PQ_ACTQ_INT8 ? pq_w8a8_gemm_scratch_bytes(PANEL_ROWS, W->cols)
+                                           : pq_w8a8_fp8_scratch_bytes(PANEL_ROWS, W->cols);
+    return (b + 63) / 64 * 64;
 }
 
 // The prepared activations of one QPACK linear, rounded to a cache line so
@@ -293,7 +294,7 @@ typedef struct {
     const pq_linear *W;
     const float *x;     // the chunk's first token
     pq_w8a8_act a;      // the chunk, quantized
-    float *xd;          // FP8: the chunk decoded to f32
+    void *xd;           // FP8: the chunk decoded (pq_w8a8_fp8_decode_cpu)
     pq_w8a8_out o;
     char *scratch;      // per-thread scratch, w8a8_thread_bytes apart
     int chunk;          // rows per task
@@ -313,7 +314,7 @@ static void w8a8_quantize(void *ctx, int i, int tid) {
         pq_actq_int8_cpu(x, nt, W->cols, W->act.static_scale, &part);
     } else {
         pq_actq_fp8_cpu(x, nt, W->cols, W->act.static_scale, &part);
-        pq_w8a8_fp8_decode(&j->a, t0, nt, j->xd + (size_t)t0 * W->cols);
+        pq_w8a8_fp8_decode_cpu(&j->a, t0, nt, j->xd);
     }
 }
 

@@ -124,19 +124,48 @@ void pq_w8a8_fp8_ref(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a
         }
 }
 
-void pq_w8a8_fp8_decode(const pq_w8a8_act *a, int t0, int nt, float *xd) {
+uint16_t pq_fp8_e4m3_bf16(uint8_t b) {
+    float v = pq_fp8_e4m3_decode(b);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return (uint16_t)(u >> 16); // exact: at most 4 significant bits
+}
+
+// The AMX GEMM's decoded activations and weight rows: BF16, cols rounded up to 32.
+static int amx_fp8(const pq_w8a8_act *a) { return a->T > PQ_GEMV_MAX_T && pq_cpu_amx(); }
+static size_t up32(size_t n) { return (n + 31) / 32 * 32; }
+
+size_t pq_w8a8_fp8_decoded_bytes(int T, int cols) {
+    size_t f32 = (size_t)T * cols * sizeof(float), bf16 = (size_t)T * up32((size_t)cols) * 2;
+    return f32 > bf16 ? f32 : bf16;
+}
+
+size_t pq_w8a8_fp8_scratch_bytes(int n, int cols) {
+    size_t f32 = (size_t)n * cols * sizeof(float), bf16 = (size_t)(n + 31) / 32 * 32 * up32((size_t)cols) * 2;
+    return f32 > bf16 ? f32 : bf16;
+}
+
+void pq_w8a8_fp8_decode_cpu(const pq_w8a8_act *a, int t0, int nt, void *xd) {
+    if (amx_fp8(a)) {
+        pq_w8a8_fp8_decode_amx(a, t0, nt, xd);
+        return;
+    }
     static const float one = 1.0f;
     for (int t = t0; t < t0 + nt; t++) {
         pq_fp8_weight row = {1, a->cols, (const uint8_t *)a->q + (size_t)t * a->ld, &one, 0};
-        pq_fp8_rows_cpu(&row, 0, 1, xd + (size_t)(t - t0) * a->cols);
+        pq_fp8_rows_cpu(&row, 0, 1, (float *)xd + (size_t)t * a->cols);
     }
 }
 
 // The fp32 sums come from the FP8 weight kernels run with a unit scale
 // (decode(q) exactly): the GEMV for a few tokens, else decoded rows and
-// sgemm; then the epilogue in place.
-void pq_w8a8_fp8_cpu(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const float *xd,
-                     const pq_w8a8_out *o, float *scratch) {
+// sgemm; then the epilogue in place. Or all of it on AMX tiles.
+void pq_w8a8_fp8_cpu(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const void *xd,
+                     const pq_w8a8_out *o, void *scratch) {
+    if (amx_fp8(a)) {
+        pq_w8a8_fp8_amx(w, r0, n, a, xd, o, scratch);
+        return;
+    }
     static const float one = 1.0f;
     pq_fp8_weight unit = *w;
     unit.scales = &one;

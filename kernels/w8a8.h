@@ -117,13 +117,23 @@ void pq_w8a8_gemm_cpu(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act 
 size_t pq_w8a8_gemm_scratch_bytes(int n, int cols);
 
 // FP8 x FP8, rows r0..r0+n. The _cpu version takes the activations decoded
-// to f32 (xd[T][cols], pq_w8a8_fp8_decode) and, for T > PQ_GEMV_MAX_T, a
-// scratch of n * cols floats for the decoded weight rows. No acc output.
+// by pq_w8a8_fp8_decode_cpu (xd: pq_w8a8_fp8_decoded_bytes(T, cols)) and, for
+// T > PQ_GEMV_MAX_T, a scratch of pq_w8a8_fp8_scratch_bytes(n, cols) for the
+// weight rows decoded. No acc output. It runs the FP8 GEMV for a few
+// tokens; for more, AMX BF16 tiles where pq_cpu_amx() (E4M3 values are BF16
+// values: exact products, fp32 tile sums; kernels/w8a8_amx.c), else decoded
+// f32 rows and sgemm.
 void pq_w8a8_fp8_ref(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o);
-void pq_w8a8_fp8_cpu(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const float *xd,
-                     const pq_w8a8_out *o, float *scratch);
-// xd[t][c] = decode(a->q[t][c]) for tokens t0..t0+nt (exact).
-void pq_w8a8_fp8_decode(const pq_w8a8_act *a, int t0, int nt, float *xd);
+void pq_w8a8_fp8_cpu(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const void *xd,
+                     const pq_w8a8_out *o, void *scratch);
+size_t pq_w8a8_fp8_decoded_bytes(int T, int cols);
+size_t pq_w8a8_fp8_scratch_bytes(int n, int cols);
+// Tokens t0..t0+nt of a decoded (exactly) into their rows of xd, laid out for
+// all a->T tokens as pq_w8a8_fp8_cpu reads them: f32 [T][cols], or BF16
+// [T][cols rounded up to 32] for the AMX GEMM.
+void pq_w8a8_fp8_decode_cpu(const pq_w8a8_act *a, int t0, int nt, void *xd);
+// BF16 of an E4M3 code (exact): the specification of the AMX decoding.
+uint16_t pq_fp8_e4m3_bf16(uint8_t b);
 
 // ISA versions (kernels/w8a8_avx2.c, w8a8_avx512.c, w8a8_amx.c); use the _cpu entry
 // points instead (tests call them directly).
@@ -134,9 +144,13 @@ void pq_actq_int8_avx512(const float *x, int T, int cols, float static_scale, pq
 void pq_actq_fp8_avx512(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a);
 void pq_w8a8_gemm_avx512(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                          void *scratch);
-// AMX INT8 tiles (kernels/w8a8_amx.c), where pq_cpu_amx(): the GEMM only
-// (any T, chosen by _cpu for T > PQ_GEMV_MAX_T), the _ref's bits.
+// AMX tiles (kernels/w8a8_amx.c), where pq_cpu_amx(): the GEMMs only (any
+// T, chosen by _cpu for T > PQ_GEMV_MAX_T). INT8: the _ref's bits. FP8: xb
+// from pq_w8a8_fp8_decode_amx (BF16 rows, cols rounded up to 32).
 void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                       void *scratch);
+void pq_w8a8_fp8_decode_amx(const pq_w8a8_act *a, int t0, int nt, uint16_t *xb);
+void pq_w8a8_fp8_amx(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const uint16_t *xb,
+                     const pq_w8a8_out *o, void *scratch);
 
 #endif

@@ -1,5 +1,6 @@
-// AMX version of kernels/w8a8.h's INT8 GEMM (more than PQ_GEMV_MAX_T tokens).
+// AMX versions of kernels/w8a8.h's GEMMs (more than PQ_GEMV_MAX_T tokens).
 //
+// INT8.
 // TDPBSSD multiplies signed bytes by signed bytes, four products summed into
 // each int32 of a 16 x 16 tile, so the sums are the _ref's exact ones, with
 // no offset to remove. The activation codes are already a token tile's
@@ -8,6 +9,14 @@
 // quads][16 rows][4] (the quads TDPBSSD reads, zeros past cols and past the
 // last row), and a block of 32 tokens x 32 rows keeps four sum tiles: per 64
 // columns two token tiles and two weight tiles feed four TDPBSSD.
+//
+// FP8. Every E4M3 value is a BF16 value (4 significant bits, exponents
+// within BF16's), so the codes are decoded to BF16 exactly, every product of
+// two is exact in f32, and TDPBF16PS sums them in f32 tiles: the products of
+// the _ref, summed as kernels/w8a8.h allows. The activations are decoded once
+// per chunk of tokens into BF16 rows (ld = cols rounded up to 32); the weight
+// rows into scratch in groups of 16, each [ld / 2 column pairs][16 rows][2];
+// the same 2 x 2 blocks, 32 columns per step.
 #include <immintrin.h>
 #include <string.h>
 
@@ -92,6 +101,108 @@ void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act 
                 if (left <= 0) break;
                 __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
                 for (int t = 0; t < nt; t++) store16(a, o, w->scales, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
+            }
+        }
+    }
+}
+
+// ---- FP8 -------------------------------------------------------------------
+
+// The BF16 bits of 32 E4M3 codes (pq_fp8_e4m3_bf16, 16-bit lanes): a normal
+// code's exponent and mantissa move up into BF16's fields (the exponent bias
+// from 7 to 127), a subnormal one (m * 2^-9) comes from a table, NaN stays NaN.
+static inline __m512i decode32(__m256i codes) {
+    // (the table's 16-bit entries in pairs, low half first: 0, 0x3b00, 0x3b80, ... 0x3c60)
+    const __m512i subnormal =
+        _mm512_setr_epi32(0x3b000000, 0x3bc03b80, 0x3c203c00, 0x3c603c40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i v = _mm512_cvtepu8_epi16(codes), mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7f));
+    __m512i bits = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3c00));
+    bits = _mm512_mask_permutexvar_epi16(bits, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, subnormal);
+    bits = _mm512_mask_mov_epi16(bits, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7f)),
+                                 _mm512_set1_epi16(0x7fc0));
+    return _mm512_or_si512(bits, _mm512_slli_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x80)), 8));
+}
+
+// Columns c..c+31 of a row of codes (zeros past cols).
+static inline __m256i codes32(const uint8_t *row, int c, int cols) {
+    int left = cols - c;
+    __mmask32 m = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
+    return _mm256_maskz_loadu_epi8(m, row + c);
+}
+
+void pq_w8a8_fp8_decode_amx(const pq_w8a8_act *a, int t0, int nt, uint16_t *xb) {
+    int ld = (a->cols + 31) / 32 * 32;
+    for (int t = t0; t < t0 + nt; t++)
+        for (int c = 0; c < ld; c += 32)
+            _mm512_storeu_si512(xb + (size_t)t * ld + c,
+                                decode32(codes32((const uint8_t *)a->q + (size_t)t * a->ld, c, a->cols)));
+}
+
+// Rows r0..r0+n (zero rows to a whole number of 32) into p: group g at
+// p + g * ld * 16 values, the pair of columns (2j, 2j + 1) of row i at
+// values 32 j + 2 i.
+static void pack_fp8(const pq_fp8_weight *w, int r0, int n, int ld, uint16_t *p) {
+    const __m512i pair_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(16));
+    int rows = (n + 31) / 32 * 32;
+    for (int r = 0; r < rows; r++) {
+        int *dst = (int *)(p + (size_t)(r / 16) * ld * 16) + r % 16;
+        for (int c = 0; c < ld; c += 32) {
+            __m512i v = r < n ? decode32(codes32(w->q + (size_t)(r0 + r) * w->cols, c, w->cols)) : _mm512_setzero_si512();
+            _mm512_i32scatter_epi32(dst + (size_t)c / 2 * 16, pair_at, v, 4);
+        }
+    }
+}
+
+// The epilogue of 16 sums of token t for rows r..r+15 (m: the real ones).
+static void store16_fp8(const pq_w8a8_act *a, const pq_w8a8_out *o, const pq_fp8_weight *w, int t, int r,
+                        __mmask16 m, const float *sums) {
+    __m512 sw = w->per_channel ? _mm512_maskz_loadu_ps(m, w->scales + r) : _mm512_set1_ps(w->scales[0]);
+    __m512 y = _mm512_mul_ps(_mm512_set1_ps(a->scale[t]), _mm512_mul_ps(sw, _mm512_loadu_ps(sums)));
+    if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(m, o->bias + r));
+    _mm512_mask_storeu_ps(o->y + (size_t)t * o->ldy + r, m, y);
+}
+
+void pq_w8a8_fp8_amx(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const uint16_t *xb,
+                     const pq_w8a8_out *o, void *scratch) {
+    const int ld = (w->cols + 31) / 32 * 32, steps = ld / 32;
+    const size_t group = (size_t)ld * 16, xld = (size_t)ld * 2;
+    uint16_t *p = scratch;
+    pack_fp8(w, r0, n, ld, p);
+    float sums[32][32] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < a->T; t0 += 32) {
+        int nt = a->T - t0 < 32 ? a->T - t0 : 32, rows0 = nt < 16 ? nt : 16, rows1 = nt > 16 ? nt - 16 : 0;
+        pq_amx_tiles(rows0, rows1 ? rows1 : 1);
+        const uint16_t *x0 = xb + (size_t)t0 * ld, *x1 = x0 + (size_t)16 * ld;
+        for (int g = 0; g < (n + 31) / 32 * 2; g += 2) {
+            const uint16_t *b0 = p + g * group, *b1 = b0 + group;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int s = 0; s < steps; s++) {
+                _tile_loadd(4, x0 + (size_t)s * 32, xld);
+                _tile_loadd(6, b0 + (size_t)s * 512, 64);
+                _tile_loadd(7, b1 + (size_t)s * 512, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                if (rows1) {
+                    _tile_loadd(5, x1 + (size_t)s * 32, xld);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            _tile_stored(0, &sums[0][0], sizeof sums[0]);
+            _tile_stored(1, &sums[0][16], sizeof sums[0]);
+            if (rows1) {
+                _tile_stored(2, &sums[16][0], sizeof sums[0]);
+                _tile_stored(3, &sums[16][16], sizeof sums[0]);
+            }
+            for (int h = 0; h < 2; h++) {
+                int left = n - 16 * (g + h);
+                if (left <= 0) break;
+                __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+                for (int t = 0; t < nt; t++) store16_fp8(a, o, w, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
             }
         }
     }

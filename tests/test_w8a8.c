@@ -248,6 +248,35 @@ static uint8_t random_fp8(void) {
     return b;
 }
 
+// E4M3 -> BF16, every code: the scalar spec equals the exact decode, and the
+// AMX path's vector decoding (a row of all 256 codes, twice, so that some
+// land in a tail of fewer than 32 columns) equals the spec, zeros past cols.
+static void check_fp8_bf16(void) {
+    int bad = 0;
+    for (int b = 0; b < 256; b++) {
+        uint16_t h = pq_fp8_e4m3_bf16((uint8_t)b);
+        uint32_t u = (uint32_t)h << 16;
+        float f, want = pq_fp8_e4m3_decode((uint8_t)b);
+        memcpy(&f, &u, 4);
+        bad += isnan(want) ? !isnan(f) : memcmp(&f, &want, 4) != 0;
+    }
+    PQ_CHECK(bad == 0, "pq_fp8_e4m3_bf16: every code's BF16 is its exact value (%d differ)", bad);
+    if (!pq_cpu_amx()) return;
+    int cols = 500, ld = 512;
+    act_buf a = act_new(2, cols);
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < cols; c++) a.a.q[(size_t)t * a.a.ld + c] = (int8_t)(uint8_t)((c + 77 * t) % 256);
+    uint16_t *xb = pq_alloc((size_t)2 * ld * 2);
+    memset(xb, 0xff, (size_t)2 * ld * 2);
+    pq_w8a8_fp8_decode_amx(&a.a, 0, 2, xb);
+    bad = 0;
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < ld; c++)
+            bad += xb[(size_t)t * ld + c] != (c < cols ? pq_fp8_e4m3_bf16((uint8_t)a.a.q[(size_t)t * a.a.ld + c]) : 0);
+    PQ_CHECK(bad == 0, "pq_w8a8_fp8_decode_amx: every code as pq_fp8_e4m3_bf16, zeros to 32 columns (%d differ)", bad);
+    pq_free(xb); pq_free(a.mem);
+}
+
 // pq_w8a8_fp8_cpu (fp32 sums) against the exact spec: per element
 // |got - want| <= |sx sw| * cols * 2^-24 * sum_c |products| (any order of
 // fp32 additions) + 2^-22 |want| (the epilogue's three roundings and the
@@ -258,13 +287,16 @@ static void check_fp8(int rows, int cols, int T, int per_channel) {
     for (size_t i = 0; i < (size_t)rows * cols; i++) q[i] = random_fp8();
     for (int r = 0; r < rows; r++) scales[r] = 0.001f + 0.01f * fabsf(pq_test_uniform()), bias[r] = pq_test_normal();
     pq_fp8_weight w = {rows, cols, q, scales, per_channel};
-    float *x = pq_alloc((size_t)T * cols * 4), *xd = pq_alloc((size_t)T * cols * 4);
+    float *x = pq_alloc((size_t)T * cols * 4);
+    void *xd = pq_alloc(pq_w8a8_fp8_decoded_bytes(T, cols));
     for (size_t i = 0; i < (size_t)T * cols; i++) x[i] = pq_test_normal();
+    x[3] = 3000.0f; // token 0 with an outlier: most of its codes subnormal or 0
     act_buf a = act_new(T, cols);
     pq_actq_fp8_cpu(x, T, cols, 0, &a.a);
-    pq_w8a8_fp8_decode(&a.a, 0, T, xd);
+    pq_w8a8_fp8_decode_cpu(&a.a, 0, 1, xd);
+    if (T > 1) pq_w8a8_fp8_decode_cpu(&a.a, 1, T - 1, xd);
     float *want = pq_alloc((size_t)T * rows * 4), *got = pq_alloc((size_t)T * rows * 4);
-    float *scratch = pq_alloc((size_t)rows * cols * 4);
+    void *scratch = pq_alloc(pq_w8a8_fp8_scratch_bytes(rows, cols));
     pq_w8a8_out ow = {want, NULL, rows, bias}, og = {got, NULL, rows, bias};
     pq_test_poison(got, (size_t)T * rows);
     pq_w8a8_fp8_ref(&w, 0, rows, &a.a, &ow);
@@ -284,7 +316,8 @@ static void check_fp8(int rows, int cols, int T, int per_channel) {
             if (lim > 0 && err / lim > worst) worst = err / lim;
         }
     PQ_CHECK(ok, "w8a8 fp8 cpu %dx%d T=%d %s (%s) within the fp32-sum bound of the exact spec (worst %.2f of it)",
-             rows, cols, T, per_channel ? "channel" : "tensor", T <= PQ_GEMV_MAX_T ? "gemv" : "sgemm", worst);
+             rows, cols, T, per_channel ? "channel" : "tensor",
+             T <= PQ_GEMV_MAX_T ? "gemv" : pq_cpu_amx() ? "amx" : "sgemm", worst);
     // a NaN weight code makes its row NaN, as in the spec
     q[cols + cols / 2] = 0x7f;
     pq_test_poison(got, (size_t)T * rows);
@@ -381,7 +414,9 @@ int main(void) {
     check_gemm(50, 100, 27, 3, 47, 0); // a token block of 16 + 11 (two AMX tiles of different heights)
     check_gemm(33, 8, 2, 0, 33, 1);
 
+    check_fp8_bf16();
     for (int j = 0; j < 4; j++) check_fp8(45, 172, Ts[j], j % 2);
+    check_fp8(50, 100, 27, 1); // a token block of 16 + 11, 100 columns (a tail of 4 past 96)
     check_fp8(40, 2048, 37, 1);
 
     check_linear(PQ_ACTQ_INT8, 0, 100, 172);
@@ -389,6 +424,8 @@ int main(void) {
     check_linear(PQ_ACTQ_INT8, 0, 300, 1030);
     check_linear(PQ_ACTQ_FP8, 0, 100, 172);
     check_linear(PQ_ACTQ_FP8, 0.01f, 100, 172);
+    check_linear(PQ_ACTQ_FP8, 0, 576, 1536);
+    check_linear(PQ_ACTQ_FP8, 0, 1536, 576);
     if (!forced) {
         rerun_with_isa("scalar");
         rerun_with_isa("avx2");
