@@ -1,9 +1,8 @@
 // AMX versions of kernels/w8a8.h's GEMMs (more than PQ_GEMV_MAX_T tokens).
 //
-// INT8.
-// TDPBSSD multiplies signed bytes by signed bytes, four products summed into
-// each int32 of a 16 x 16 tile, so the sums are the _ref's exact ones, with
-// no offset to remove. The activation codes are already a token tile's
+// INT8. TDPBSSD multiplies signed bytes by signed bytes, four products
+// summed into each int32 of a 16 x 16 tile, so the sums are the _ref's exact
+// ones, with no offset to remove. The activation codes are already a token tile's
 // layout (rows a->ld apart, zeros past cols up to a multiple of 64); the
 // weight rows are packed into scratch in groups of 16, each [ld / 4 column
 // quads][16 rows][4] (the quads TDPBSSD reads, zeros past cols and past the
@@ -22,6 +21,63 @@
 
 #include "kernels/amx.h"
 #include "kernels/w8a8.h"
+
+// ---- the shared 2 x 2 tile loop --------------------------------------------
+
+// Sum tile c += token tile a times weight tile b (the tile numbers are
+// immediates): BF16 pairs or signed bytes.
+#define TILE_DP(bf16, c, a, b)                                                                                     \
+    do {                                                                                                           \
+        if (bf16) _tile_dpbf16ps(c, a, b);                                                                         \
+        else _tile_dpbssd(c, a, b);                                                                                \
+    } while (0)
+
+// Where a block's sums go: 16 sums (int32 or f32, as the products) of token t
+// for rows r..r+15, m the real rows.
+typedef void (*sums_out)(const void *ctx, int t, int r, __mmask16 m, const void *sums);
+
+// Tokens [T] of 64-byte steps (xld bytes apart) times the packed weight
+// groups at p (group bytes apart, a step 1 KiB, rows r0..r0+n): 32 tokens x
+// 32 rows per block, four sum tiles, TDPBF16PS (bf16) or TDPBSSD.
+static void tile_blocks(const uint8_t *x, size_t xld, int T, const uint8_t *p, size_t group, int r0, int n,
+                        int steps, int bf16, sums_out out, const void *ctx) {
+    int32_t sums[32][32] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < T; t0 += 32) {
+        int nt = T - t0 < 32 ? T - t0 : 32, rows0 = nt < 16 ? nt : 16, rows1 = nt > 16 ? nt - 16 : 0;
+        pq_amx_tiles(rows0, rows1 ? rows1 : 1);
+        const uint8_t *x0 = x + (size_t)t0 * xld, *x1 = x0 + 16 * xld;
+        for (int g = 0; g < (n + 31) / 32 * 2; g += 2) {
+            const uint8_t *b0 = p + g * group, *b1 = b0 + group;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int s = 0; s < steps; s++) {
+                _tile_loadd(4, x0 + (size_t)s * 64, xld);
+                _tile_loadd(6, b0 + (size_t)s * 1024, 64);
+                _tile_loadd(7, b1 + (size_t)s * 1024, 64);
+                TILE_DP(bf16, 0, 4, 6);
+                TILE_DP(bf16, 1, 4, 7);
+                if (!rows1) continue;
+                _tile_loadd(5, x1 + (size_t)s * 64, xld);
+                TILE_DP(bf16, 2, 5, 6);
+                TILE_DP(bf16, 3, 5, 7);
+            }
+            _tile_stored(0, &sums[0][0], sizeof sums[0]);
+            _tile_stored(1, &sums[0][16], sizeof sums[0]);
+            if (rows1) {
+                _tile_stored(2, &sums[16][0], sizeof sums[0]);
+                _tile_stored(3, &sums[16][16], sizeof sums[0]);
+            }
+            for (int h = 0; h < 2; h++) {
+                int left = n - 16 * (g + h);
+                if (left <= 0) break;
+                __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+                for (int t = 0; t < nt; t++) out(ctx, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
+            }
+        }
+    }
+}
 
 // Packs rows r0..r0+n (zero rows to a whole number of 32) into p: group g at
 // p + g * ld * 16, quad j of row i at byte 64 j + 4 i. Whole quads are
@@ -47,63 +103,40 @@ static void pack(const pq_int8_weight *w, int r0, int n, int ld, uint8_t *p) {
     }
 }
 
-// The epilogue of 16 sums of token t for rows r..r+15 (m: the real ones).
-static void store16(const pq_w8a8_act *a, const pq_w8a8_out *o, const float *scales, int t, int r, __mmask16 m,
-                    const int32_t *sums) {
+// The epilogue of kernels/w8a8.h: y = sx * (sw * sum) (+ bias), for 16
+// sums of token t and rows r..r+15 (m: the real ones).
+typedef struct {
+    const pq_w8a8_act *a;
+    const pq_w8a8_out *o;
+    const float *scales; // sw: [rows], or [1] when !per_channel
+    int per_channel;
+} epilogue;
+
+static void scale16(const epilogue *c, int t, int r, __mmask16 m, __m512 sum) {
+    __m512 sw = c->per_channel ? _mm512_maskz_loadu_ps(m, c->scales + r) : _mm512_set1_ps(c->scales[0]);
+    __m512 y = _mm512_mul_ps(_mm512_set1_ps(c->a->scale[t]), _mm512_mul_ps(sw, sum));
+    if (c->o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(m, c->o->bias + r));
+    _mm512_mask_storeu_ps(c->o->y + (size_t)t * c->o->ldy + r, m, y);
+}
+
+// INT8: the raw int32 sums when the caller asks for them (o->acc).
+static void store16_int8(const void *ctx, int t, int r, __mmask16 m, const void *sums) {
+    const epilogue *c = ctx;
     __m512i s = _mm512_loadu_si512(sums);
-    if (o->acc) {
-        _mm512_mask_storeu_epi32(o->acc + (size_t)t * o->ldy + r, m, s);
-        return;
-    }
-    __m512 y = _mm512_mul_ps(_mm512_set1_ps(a->scale[t]),
-                             _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scales + r), _mm512_cvtepi32_ps(s)));
-    if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(m, o->bias + r));
-    _mm512_mask_storeu_ps(o->y + (size_t)t * o->ldy + r, m, y);
+    if (c->o->acc) _mm512_mask_storeu_epi32(c->o->acc + (size_t)t * c->o->ldy + r, m, s);
+    else scale16(c, t, r, m, _mm512_cvtepi32_ps(s));
+}
+
+static void store16_fp8(const void *ctx, int t, int r, __mmask16 m, const void *sums) {
+    scale16(ctx, t, r, m, _mm512_loadu_ps(sums));
 }
 
 void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                       void *scratch) {
-    const int ld = a->ld, steps = ld / 64;
-    const size_t group = (size_t)ld * 16;
-    uint8_t *p = scratch;
-    pack(w, r0, n, ld, p);
-    int32_t sums[32][32] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < a->T; t0 += 32) {
-        int nt = a->T - t0 < 32 ? a->T - t0 : 32, rows0 = nt < 16 ? nt : 16, rows1 = nt > 16 ? nt - 16 : 0;
-        pq_amx_tiles(rows0, rows1 ? rows1 : 1);
-        const int8_t *x0 = a->q + (size_t)t0 * ld, *x1 = x0 + (size_t)16 * ld;
-        for (int g = 0; g < (n + 31) / 32 * 2; g += 2) {
-            const uint8_t *b0 = p + g * group, *b1 = b0 + group;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int s = 0; s < steps; s++) {
-                _tile_loadd(4, x0 + (size_t)s * 64, ld);
-                _tile_loadd(6, b0 + (size_t)s * 1024, 64);
-                _tile_loadd(7, b1 + (size_t)s * 1024, 64);
-                _tile_dpbssd(0, 4, 6);
-                _tile_dpbssd(1, 4, 7);
-                if (rows1) {
-                    _tile_loadd(5, x1 + (size_t)s * 64, ld);
-                    _tile_dpbssd(2, 5, 6);
-                    _tile_dpbssd(3, 5, 7);
-                }
-            }
-            _tile_stored(0, &sums[0][0], sizeof sums[0]);
-            _tile_stored(1, &sums[0][16], sizeof sums[0]);
-            if (rows1) {
-                _tile_stored(2, &sums[16][0], sizeof sums[0]);
-                _tile_stored(3, &sums[16][16], sizeof sums[0]);
-            }
-            for (int h = 0; h < 2; h++) {
-                int left = n - 16 * (g + h);
-                if (left <= 0) break;
-                __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-                for (int t = 0; t < nt; t++) store16(a, o, w->scales, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
-            }
-        }
-    }
+    pack(w, r0, n, a->ld, scratch);
+    epilogue c = {a, o, w->scales, 1};
+    tile_blocks((const uint8_t *)a->q, (size_t)a->ld, a->T, scratch, (size_t)a->ld * 16, r0, n, a->ld / 64, 0,
+                store16_int8, &c);
 }
 
 // ---- FP8 -------------------------------------------------------------------
@@ -154,56 +187,11 @@ static void pack_fp8(const pq_fp8_weight *w, int r0, int n, int ld, uint16_t *p)
     }
 }
 
-// The epilogue of 16 sums of token t for rows r..r+15 (m: the real ones).
-static void store16_fp8(const pq_w8a8_act *a, const pq_w8a8_out *o, const pq_fp8_weight *w, int t, int r,
-                        __mmask16 m, const float *sums) {
-    __m512 sw = w->per_channel ? _mm512_maskz_loadu_ps(m, w->scales + r) : _mm512_set1_ps(w->scales[0]);
-    __m512 y = _mm512_mul_ps(_mm512_set1_ps(a->scale[t]), _mm512_mul_ps(sw, _mm512_loadu_ps(sums)));
-    if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(m, o->bias + r));
-    _mm512_mask_storeu_ps(o->y + (size_t)t * o->ldy + r, m, y);
-}
-
 void pq_w8a8_fp8_amx(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const uint16_t *xb,
                      const pq_w8a8_out *o, void *scratch) {
-    const int ld = (w->cols + 31) / 32 * 32, steps = ld / 32;
-    const size_t group = (size_t)ld * 16, xld = (size_t)ld * 2;
-    uint16_t *p = scratch;
-    pack_fp8(w, r0, n, ld, p);
-    float sums[32][32] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < a->T; t0 += 32) {
-        int nt = a->T - t0 < 32 ? a->T - t0 : 32, rows0 = nt < 16 ? nt : 16, rows1 = nt > 16 ? nt - 16 : 0;
-        pq_amx_tiles(rows0, rows1 ? rows1 : 1);
-        const uint16_t *x0 = xb + (size_t)t0 * ld, *x1 = x0 + (size_t)16 * ld;
-        for (int g = 0; g < (n + 31) / 32 * 2; g += 2) {
-            const uint16_t *b0 = p + g * group, *b1 = b0 + group;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int s = 0; s < steps; s++) {
-                _tile_loadd(4, x0 + (size_t)s * 32, xld);
-                _tile_loadd(6, b0 + (size_t)s * 512, 64);
-                _tile_loadd(7, b1 + (size_t)s * 512, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                if (rows1) {
-                    _tile_loadd(5, x1 + (size_t)s * 32, xld);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
-                }
-            }
-            _tile_stored(0, &sums[0][0], sizeof sums[0]);
-            _tile_stored(1, &sums[0][16], sizeof sums[0]);
-            if (rows1) {
-                _tile_stored(2, &sums[16][0], sizeof sums[0]);
-                _tile_stored(3, &sums[16][16], sizeof sums[0]);
-            }
-            for (int h = 0; h < 2; h++) {
-                int left = n - 16 * (g + h);
-                if (left <= 0) break;
-                __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-                for (int t = 0; t < nt; t++) store16_fp8(a, o, w, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
-            }
-        }
-    }
+    const int ld = (w->cols + 31) / 32 * 32;
+    pack_fp8(w, r0, n, ld, scratch);
+    epilogue c = {a, o, w->scales, w->per_channel};
+    tile_blocks((const uint8_t *)xb, (size_t)ld * 2, a->T, scratch, (size_t)ld * 32, r0, n, ld / 32, 1,
+                store16_fp8, &c);
 }
