@@ -61,8 +61,8 @@ int pq_cpu_sha(void) {
 #define XFEATURE_XTILEDATA 18
 
 static int detect_amx(void) {
-    const char *cap = getenv("PQ_ISA");
-    if (pq_cpu_isa() < PQ_ISA_AVX512 || (cap && strcmp(cap, "amx") != 0 && strcmp(cap, "") != 0)) return 0;
+    const char *cap = getenv("PQ_ISA"); // a level below AMX named there caps it (as pq_cpu_isa reads it)
+    if (pq_cpu_isa() < PQ_ISA_AVX512 || (cap && strcmp(cap, "avx512") == 0)) return 0;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     const unsigned amx = 1u << 24 | 1u << 25; // AMX-TILE, AMX-INT8
