@@ -3,7 +3,8 @@
 # (`make bench-compare`, issue 14), results appended to docs/PERFORMANCE.md.
 #
 # llama.cpp is built from the source the PyPI sdist of llama-cpp-python
-# vendors (pip download --no-deps --no-binary :all:), CPU only, -march=native,
+# vendors (pip download --no-deps --no-binary :all:), CPU only, -march=native
+# without AMX (below),
 # into $PQ_CACHE/llama-build (default ~/.cache/pq), reused when it is there
 # and was configured from that source. The models, all made from the cached
 # SmolLM2-135M-Instruct Q4_1 GGUF (tools/get_smollm2.sh):
@@ -61,9 +62,14 @@ say() { echo "bench_compare: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 # ---- llama.cpp -------------------------------------------------------------
+# Built without AMX: on a Xeon with AMX tiles this llama.cpp's AMX kernels
+# crash llama-perplexity on Q8_0 (SIGSEGV; docs/PERFORMANCE.md), and give a
+# wrong Q4_0 PPL on SmolLM2 as first reported; the flags win over -march=native.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 llama_ok() {
     for b in llama-perplexity llama-bench llama-quantize; do [ -x "$BIN/$b" ] || return 1; done
-    grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$SRC" "$LB/CMakeCache.txt" 2>/dev/null
+    grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$SRC" "$LB/CMakeCache.txt" 2>/dev/null &&
+        grep -qx "CMAKE_C_FLAGS:STRING=$NO_AMX" "$LB/CMakeCache.txt"
 }
 if ! llama_ok; then
     if [ ! -d "$SRC" ]; then
@@ -77,10 +83,11 @@ if ! llama_ok; then
         tar -xzf "$tgz" -C "$CACHE/llama-src" || die "cannot unpack $tgz"
         [ -d "$SRC" ] || die "$tgz holds no vendor/llama.cpp"
     fi
-    say "building llama.cpp (CPU, native) from $SRC into $LB"
+    say "building llama.cpp (CPU, native without AMX) from $SRC into $LB"
     rm -rf "$LB"
     cmake -S "$SRC" -B "$LB" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$CACHE/llama-build.log" 2>&1 &&
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" \
+        >"$CACHE/llama-build.log" 2>&1 &&
         cmake --build "$LB" -j "$NPROC" --target llama-perplexity llama-bench llama-quantize \
             >>"$CACHE/llama-build.log" 2>&1 || die "the llama.cpp build failed: see $CACHE/llama-build.log"
     llama_ok || die "the llama.cpp build left no llama-perplexity / llama-bench / llama-quantize in $BIN"
