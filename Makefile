@@ -24,7 +24,7 @@ CFLAGS  += $(CFLAGS_BASE)
 # optimized kernels are compiled for their ISA per file and chosen at run time
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
-AMX_FLAGS    := $(AVX512_FLAGS) -mamx-tile -mamx-int8
+AMX_FLAGS    := $(AVX512_FLAGS) -mamx-tile -mamx-int8 -mamx-bf16
 SHANI_FLAGS  := -msse4.1 -msha
 LDLIBS  := -ljansson -lzstd -ldl -lm -pthread
 

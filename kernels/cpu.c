@@ -65,7 +65,7 @@ static int detect_amx(void) {
     if (pq_cpu_isa() < PQ_ISA_AVX512 || (cap && strcmp(cap, "avx512") == 0)) return 0;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    const unsigned amx = 1u << 24 | 1u << 25; // AMX-TILE, AMX-INT8
+    const unsigned amx = 1u << 22 | 1u << 24 | 1u << 25; // AMX-BF16, AMX-TILE, AMX-INT8
     if ((d & amx) != amx) return 0;
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));

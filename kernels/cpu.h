@@ -18,11 +18,11 @@ const char *pq_isa_name(pq_isa isa);
 // PQ_ISA does not cap the kernels at scalar. Cached.
 int pq_cpu_sha(void);
 
-// Whether the INT8 GEMM of kernels/w8a8.h runs on AMX tiles: the CPU has
-// AMX-TILE and AMX-INT8, the OS saves the tile state and granted this
-// process its use, pq_cpu_isa() is AVX-512, and PQ_ISA does not name a
-// lower level (PQ_ISA=avx512 keeps the VNNI kernels on an AMX machine; the
-// results are the same bits). Cached.
+// Whether the W8A8 GEMMs of kernels/w8a8.h run on AMX tiles (INT8 and
+// BF16): the CPU has AMX-TILE, AMX-INT8 and AMX-BF16, the OS saves the tile
+// state and granted this process its use, pq_cpu_isa() is AVX-512, and
+// PQ_ISA does not name a lower level (PQ_ISA=avx512 keeps the VNNI / sgemm
+// kernels on an AMX machine; INT8 results are the same bits). Cached.
 int pq_cpu_amx(void);
 
 #endif

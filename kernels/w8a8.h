@@ -144,6 +144,12 @@ void pq_actq_int8_avx512(const float *x, int T, int cols, float static_scale, pq
 void pq_actq_fp8_avx512(const float *x, int T, int cols, float static_scale, pq_w8a8_act *a);
 void pq_w8a8_gemm_avx512(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                          void *scratch);
+// The AVX-512 GEMM's packing, shared with the AMX one: rows r0..r0+n (zero
+// rows to a whole number of PQ_W8A8_PACK_ROWS) into p (64-byte aligned), row
+// i of group g, columns 4j..4j+3 at byte (g * kq + j) * 64 + 4 i, each byte
+// XOR offset (0x80: the VNNI kernel's unsigned weights; 0: as stored); kq >=
+// ceil(cols / 4), columns past cols are weight 0.
+void pq_w8a8_pack_avx512(const pq_int8_weight *w, int r0, int n, int kq, uint8_t offset, uint8_t *p);
 // AMX tiles (kernels/w8a8_amx.c), where pq_cpu_amx(): the GEMMs only (any
 // T, chosen by _cpu for T > PQ_GEMV_MAX_T). INT8: the _ref's bits. FP8: xb
 // from pq_w8a8_fp8_decode_amx (BF16 rows, cols rounded up to 32).

@@ -4,9 +4,9 @@
 // summed into each int32 of a 16 x 16 tile, so the sums are the _ref's exact
 // ones, with no offset to remove. The activation codes are already a token tile's
 // layout (rows a->ld apart, zeros past cols up to a multiple of 64); the
-// weight rows are packed into scratch in groups of 16, each [ld / 4 column
-// quads][16 rows][4] (the quads TDPBSSD reads, zeros past cols and past the
-// last row), and a block of 32 tokens x 32 rows keeps four sum tiles: per 64
+// weight rows are packed into scratch by the VNNI kernel's packing (without
+// its offset) in groups of 16, each [ld / 4 column quads][16 rows][4] (the
+// quads TDPBSSD reads, zeros past cols and past the last row), and a block of 32 tokens x 32 rows keeps four sum tiles: per 64
 // columns two token tiles and two weight tiles feed four TDPBSSD.
 //
 // FP8. Every E4M3 value is a BF16 value (4 significant bits, exponents
@@ -79,30 +79,6 @@ static void tile_blocks(const uint8_t *x, size_t xld, int T, const uint8_t *p, s
     }
 }
 
-// Packs rows r0..r0+n (zero rows to a whole number of 32) into p: group g at
-// p + g * ld * 16, quad j of row i at byte 64 j + 4 i. Whole quads are
-// gathered 16 rows at a time; the quads past cols / 4 byte by byte.
-static void pack(const pq_int8_weight *w, int r0, int n, int ld, uint8_t *p) {
-    const int cols = w->cols, full = cols / 4, groups = (n + 31) / 32 * 2;
-    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(cols));
-    for (int g = 0; g < groups; g++) {
-        int left = n - 16 * g;
-        __mmask16 real = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-        const int8_t *base = w->q + (size_t)(r0 + 16 * (left > 0 ? g : 0)) * cols;
-        uint8_t *pg = p + (size_t)g * ld * 16;
-        for (int j = 0; j < full; j++)
-            _mm512_storeu_si512(pg + (size_t)j * 64,
-                                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, rows, base + 4 * j, 1));
-        for (int j = full; j < ld / 4; j++)
-            for (int i = 0; i < 16; i++)
-                for (int b = 0; b < 4; b++) {
-                    int c = 4 * j + b;
-                    pg[(size_t)j * 64 + 4 * i + b] = i < left && c < cols ? (uint8_t)base[(size_t)i * cols + c] : 0;
-                }
-    }
-}
-
 // The epilogue of kernels/w8a8.h: y = sx * (sw * sum) (+ bias), for 16
 // sums of token t and rows r..r+15 (m: the real ones).
 typedef struct {
@@ -133,7 +109,7 @@ static void store16_fp8(const void *ctx, int t, int r, __mmask16 m, const void *
 
 void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o,
                       void *scratch) {
-    pack(w, r0, n, a->ld, scratch);
+    pq_w8a8_pack_avx512(w, r0, n, a->ld / 4, 0, scratch); // the bytes as stored: TDPBSSD is signed x signed
     epilogue c = {a, o, w->scales, 1};
     tile_blocks((const uint8_t *)a->q, (size_t)a->ld, a->T, scratch, (size_t)a->ld * 16, r0, n, a->ld / 64, 0,
                 store16_int8, &c);

@@ -154,11 +154,9 @@ PQ_INLINE void gemv(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a
     }
 }
 
-// Packs rows r0..r0+n (padded with zero weights to whole tiles) into p:
-// block (g, j) at p + (g * kq + j) * 64, kq = ceil(cols / 4).
-static void pack(const pq_int8_weight *w, int r0, int n, int kq, uint8_t *p) {
+void pq_w8a8_pack_avx512(const pq_int8_weight *w, int r0, int n, int kq, uint8_t offset, uint8_t *p) {
     const int cols = w->cols, full = cols / 4, ng = (n + PQ_W8A8_PACK_ROWS - 1) / PQ_W8A8_PACK_ROWS * NR;
-    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i x80 = _mm512_set1_epi8((char)offset);
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32(cols));
     for (int g = 0; g < ng; g++) {
@@ -175,7 +173,7 @@ static void pack(const pq_int8_weight *w, int r0, int n, int kq, uint8_t *p) {
                 for (int b = 0; b < 4; b++) {
                     int c = 4 * j + b;
                     int8_t v = i < left && c < cols ? base[(size_t)i * cols + c] : 0;
-                    pg[(size_t)j * 64 + 4 * i + b] = (uint8_t)v ^ 0x80;
+                    pg[(size_t)j * 64 + 4 * i + b] = (uint8_t)v ^ offset;
                 }
     }
 }
@@ -208,7 +206,7 @@ PQ_INLINE void tile(const uint8_t *pg, int kq, const int8_t *x, size_t ld, int l
 
 static void gemm(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o, uint8_t *p) {
     const int kq = (w->cols + 3) / 4, ng = (n + PQ_W8A8_PACK_ROWS - 1) / PQ_W8A8_PACK_ROWS * NR;
-    pack(w, r0, n, kq, p);
+    pq_w8a8_pack_avx512(w, r0, n, kq, 0x80, p);
     for (int t0 = 0; t0 < a->T; t0 += MT) {
         int nt = a->T - t0 < MT ? a->T - t0 : MT;
         for (int g = 0; g < ng; g += NR) {
