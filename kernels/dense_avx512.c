@@ -30,11 +30,11 @@ void pq_dense_gemv_avx512(pq_dense_type dt, const void *w, int cols, int r0, int
         for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH, _MM_HINT_T0);
-            _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH + 64, _MM_HINT_T0);
+            pq_prefetch_stream(bytes + (size_t)c * es);
+            pq_prefetch_stream(bytes + (size_t)c * es + 64);
             if (es == 4) {
-                _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH + 128, _MM_HINT_T0);
-                _mm_prefetch(bytes + (size_t)c * es + PQ_PREFETCH + 192, _MM_HINT_T0);
+                pq_prefetch_stream(bytes + (size_t)c * es + 128);
+                pq_prefetch_stream(bytes + (size_t)c * es + 192);
             }
             __m512 w0 = load16(dt, w, row + c), w1 = load16(dt, w, row + c + 16), w2 = load16(dt, w, row + c + 32),
                    w3 = load16(dt, w, row + c + 48);

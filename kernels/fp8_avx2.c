@@ -77,7 +77,7 @@ PQ_INLINE void gemv(const void *qbase, const float *scales, int per_channel, int
         __m256i nan = _mm256_setzero_si256(); // NaN codes seen: b | 0x80 == 0xff
         int c = 0;
         for (; c + 32 <= cols; c += 32) {
-            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
+            pq_prefetch_stream(q + c);
             __m256 wv[4];
             if (fp8) {
                 __m256i b = _mm256_loadu_si256((const __m256i *)(q + c));

@@ -30,7 +30,7 @@ PQ_INLINE void gemv(const void *qbase, const float *scales, int per_channel, int
         __mmask16 nan16 = 0;
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
+            pq_prefetch_stream(q + c);
             __m512 wv[4];
             if (fp8) {
                 nan64 |= _mm512_cmpeq_epi8_mask(_mm512_or_si512(_mm512_loadu_si512(q + c), b80), bff);

@@ -155,7 +155,7 @@ PQ_INLINE void gemv_rows(const pq_qpack *w, const groups *g, int r, const float 
         #pragma GCC unroll 2
         for (int k = 0; k < R; k++) {
             const uint32_t *wb = wr + (size_t)k * wpr + (size_t)b * L;
-            _mm_prefetch((const char *)wb + PQ_PREFETCH, _MM_HINT_T0);
+            pq_prefetch_stream(wb);
             wv[k] = _mm256_loadu_si256((const __m256i *)wb);
         }
         const float *xb = xp + (size_t)b * T * xstride;

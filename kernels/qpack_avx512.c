@@ -84,7 +84,7 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(wr + (size_t)b * L) + PQ_PREFETCH, _MM_HINT_T0);
+            pq_prefetch_stream(wr + (size_t)b * L);
             __m512i wv = _mm512_loadu_si512(wr + (size_t)b * L);
             const float *xb = xp + (size_t)b * T * xstride;
             __m512 acc[PQ_GEMV_MAX_T];
@@ -160,7 +160,7 @@ PQ_INLINE void fixed_block(const fixed_shape *f, const uint32_t *wr, const float
     #pragma GCC unroll 4
     for (int k = 0; k < R; k++) {
         const uint32_t *wb = wr + (size_t)k * f->wpr + (size_t)b * L;
-        _mm_prefetch((const char *)wb + PQ_PREFETCH, _MM_HINT_T0);
+        pq_prefetch_stream(wb);
         __m512i wv = last ? _mm512_maskz_loadu_epi32(f->last_words, wb) : _mm512_loadu_si512(wb);
         lo[k] = _mm512_and_si512(wv, nibble), hi[k] = _mm512_and_si512(_mm512_srli_epi32(wv, 4), nibble);
         const float *sk = sr + (size_t)k * f->ng + g0;

@@ -130,7 +130,7 @@ PQ_INLINE void gemv(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act *a
         for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
         int c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)(q + c) + PQ_PREFETCH, _MM_HINT_T0);
+            pq_prefetch_stream(q + c);
             __m512i wu = _mm512_xor_si512(_mm512_loadu_si512(q + c), x80);
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++)
