@@ -22,12 +22,19 @@ void pq_dense_rows_avx2(pq_dense_type dt, const void *w, int cols, int r0, int n
 // bound by the FMA latency: ~8 GB/s of F16 weights even from L2.) Returns
 // the first row it left (fewer than four remain).
 PQ_INLINE int gemv1_rows4(pq_dense_type dt, const void *w, int cols, int r0, int n, const float *x, float *y) {
+    const size_t es = dt == PQ_DENSE_F32 ? 4 : 2;
     int r = r0;
     for (; r + 4 <= r0 + n; r += 4) {
         size_t w0 = (size_t)r * cols, w1 = w0 + cols, w2 = w1 + cols, w3 = w2 + cols;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         int c = 0;
         for (; c + 16 <= cols; c += 16) {
+            if (es == 4 || c % 32 == 0) { // a line of each row per 64 bytes read
+                pq_prefetch_stream((const char *)w + (w0 + c) * es);
+                pq_prefetch_stream((const char *)w + (w1 + c) * es);
+                pq_prefetch_stream((const char *)w + (w2 + c) * es);
+                pq_prefetch_stream((const char *)w + (w3 + c) * es);
+            }
             __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
             a0 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w0 + c), x0, a0);
             b0 = _mm256_fmadd_ps(pq_dense_load8(dt, w, w0 + c + 8), x1, b0);

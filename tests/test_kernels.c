@@ -85,7 +85,7 @@ static void check_dense(pq_dense_type dt) {
             PQ_CHECK(e < 1e-5, "%s gemv %s T=%d vs ref rel L2 %.2e (%dx%d)", DT_NAMES[dt], pq_isa_name((pq_isa)isa), T,
                      e, rows, cols);
             // rows 1..rows-2 only (an offset start, and a count of another residue mod 4 than rows: the
-            // AVX2 T=1 path takes rows four at a time, so one of the two calls ends on its one-row tail)
+            // T=1 paths take rows four at a time, so one of the two calls ends on its one-row tail)
             pq_test_poison(y1, (size_t)T * rows);
             if (isa == PQ_ISA_AVX2) pq_dense_gemv_avx2(dt, w, cols, 1, rows - 2, x, T, y1, rows);
             else pq_dense_gemv_avx512(dt, w, cols, 1, rows - 2, x, T, y1, rows);
