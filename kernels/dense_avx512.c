@@ -1,7 +1,8 @@
 // AVX-512 GEMV of kernels/dense.h: 16 weights per step widened with
-// vcvtph2ps (F16) or a shift (BF16), four independent accumulator chains per
-// token, and a software prefetch far enough ahead to keep several rows of a
-// bandwidth-bound stream in flight.
+// vcvtph2ps (F16) or a shift (BF16), independent accumulator chains (one
+// token: four rows at a time, two chains each; more tokens: one row at a
+// time, four chains per token), and a software prefetch far enough ahead to
+// keep several rows of a bandwidth-bound stream in flight.
 #include <immintrin.h>
 
 #include "kernels/dense.h"
