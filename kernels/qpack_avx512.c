@@ -128,6 +128,60 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
     }
 }
 
+// Rows r..r+R of gemv_blocks for one token with aligned groups: each row's
+// operations as gemv_blocks does them, in the same order (the same bits),
+// R rows interleaved so that each x vector is loaded once for R rows and the
+// rows' chains overlap. bits and R are constants after inlining.
+PQ_INLINE void blocks1_rows(const pq_qpack *w, const groups *g, int r, const float *x, const float *xp, float *y,
+                            int bits, int R) {
+    const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits);
+    const int ng = pq_qpack_ngroups(w->cols, w->group), top_shift = per * bits == 32;
+    const size_t xstride = (size_t)(per + 1) * L;
+    const __m512 zsym = _mm512_set1_ps((float)(1 << (bits - 1)));
+    __m512 tot[4];
+    #pragma GCC unroll 4
+    for (int k = 0; k < R; k++) tot[k] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const float *xb = xp + (size_t)b * xstride;
+        __m512i wv[4];
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        #pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint32_t *wb = w->packed + (size_t)(r + k) * wpr + (size_t)b * L;
+            pq_prefetch_stream(wb);
+            wv[k] = _mm512_loadu_si512(wb);
+        }
+        #pragma GCC unroll 16
+        for (int i = 0; i < per; i++) {
+            __m512 xv = _mm512_loadu_ps(xb + (size_t)i * L);
+            #pragma GCC unroll 4
+            for (int k = 0; k < R; k++) {
+                __m512i q = i == per - 1 && top_shift
+                                ? _mm512_srli_epi32(wv[k], bits * i)
+                                : _mm512_and_si512(wv[k], _mm512_set1_epi32((int)(((1u << bits) - 1) << (bits * i))));
+                __m512 f = _mm512_cvtepi32_ps(q);
+                acc[k] = i == 0 ? _mm512_mul_ps(f, xv) : _mm512_fmadd_ps(f, xv, acc[k]);
+            }
+        }
+        int g0 = block_g0(g, b);
+        __m512 xz = _mm512_loadu_ps(xb + (size_t)per * L);
+        #pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const float *sr = w->scales + (size_t)(r + k) * ng;
+            const uint8_t *zr = w->zeros ? w->zeros + (size_t)(r + k) * ng : NULL;
+            __m512 s = block_scale(g, sr, g0), z = zr ? block_zero(g, zr, g0) : zsym;
+            acc[k] = _mm512_fnmadd_ps(z, xz, acc[k]);
+            tot[k] = _mm512_fmadd_ps(acc[k], s, tot[k]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        float sum = _mm512_reduce_add_ps(tot[k]);
+        for (int c = nb * L * per; c < w->cols; c++) sum += pq_qpack_value(w, r + k, c) * x[c];
+        y[r + k] = sum;
+    }
+}
+
 // The per-row constants of the fixed-point GEMV. A short last block (a row
 // of 64 + 128k columns: SmolLM2's 576) loads only its words and its groups'
 // scales; its missing words have x = 0.
@@ -314,6 +368,13 @@ void pq_qpack_gemv_prepare_avx512(const pq_qpack *w, const float *x, int T, floa
 PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                          int bits) {
     int aligned = pq_qpack_gemv_aligned(w, L);
+    if (T == 1 && aligned) { // the decode case: four rows at a time, then gemv_blocks for the rest
+        const groups g = block_groups(w);
+        int r = r0;
+        for (; r + 4 <= r0 + n; r += 4) blocks1_rows(w, &g, r, x, xp, y, bits, 4);
+        n -= r - r0;
+        r0 = r;
+    }
 #define BLOCKS(t) \
     (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
     PQ_GEMV_T_SWITCH(T, BLOCKS);

@@ -283,6 +283,19 @@ static void check_qpack(int bits, int group, int asym, int gidx, int cols) {
             PQ_CHECK(e < TOL, "%s gemv %s%s T=1..4%s rel L2 %.1e", name, VNAME[v], kind[v],
                      o ? " x with 1000x outliers" : "", e);
         }
+    if (have_avx512() && !pq_qpack_gemv_fixed(&w.q, 16) && pq_qpack_gemv_aligned(&w.q, 16)) {
+        // one token takes rows four at a time: each row's bits as a call for that row alone
+        float *x = pq_alloc((size_t)cols * 4), *y0 = pq_alloc((size_t)rows * 4), *y1 = pq_alloc((size_t)rows * 4);
+        fill_outliers(x, 1, cols, 1000.0f);
+        pq_test_poison(y0, rows);
+        pq_test_poison(y1, rows);
+        pq_qpack_gemv_prepare(&w.q, x, 1, 16, cur_xp);
+        pq_qpack_gemv_avx512(&w.q, 0, rows, x, 1, cur_xp, y0, rows);
+        for (int r = 0; r < rows; r++) pq_qpack_gemv_avx512(&w.q, r, 1, x, 1, cur_xp, y1, rows);
+        PQ_CHECK(!memcmp(y0, y1, (size_t)rows * 4), "%s gemv avx512 (aligned) T=1: %d rows in fours == row by row, "
+                 "bit for bit", name, rows);
+        pq_free(x); pq_free(y0); pq_free(y1);
+    }
     pq_free(cur_xp);
     if (have_avx512() && pq_qpack_gemv_fixed(&w.q, 16)) { // the AVX-512 blocks are the C ones, byte for byte
         int T = 1 + (int)(pq_test_u64() % PQ_GEMV_MAX_T);
