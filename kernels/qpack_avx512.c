@@ -66,9 +66,13 @@ PQ_INLINE __m512 block_zero(const groups *g, const uint8_t *zr, int g0) {
     return _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(g->idx, zi));
 }
 
-// Rows r0..r0+n; T, bits and aligned are constants after inlining.
+// Rows r0..r0+n, R at a time (n a multiple of R; R > 1 for one token with
+// aligned groups: each x vector is loaded once for R rows and the rows'
+// chains overlap, while every row's operations are those of R = 1, in the
+// same order: the same bits). T, bits, aligned and R are constants after
+// inlining.
 PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
-                        int bits, int aligned) {
+                        int bits, int aligned, int R) {
     const groups g = block_groups(w);
     const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits);
     const int ng = pq_qpack_ngroups(w->cols, w->group), top_shift = per * bits == 32;
@@ -76,109 +80,75 @@ PQ_INLINE void gemv_blocks(const pq_qpack *w, int r0, int n, const float *x, int
     const int32_t *gi = (const int32_t *)(xp + (size_t)nb * T * xstride);
     const double *X = (const double *)(gi + (size_t)nb * per * L);
     const __m512 zsym = _mm512_set1_ps((float)(1 << (bits - 1)));
-    for (int r = r0; r < r0 + n; r++) {
-        const uint32_t *wr = w->packed + (size_t)r * wpr;
-        const float *sr = w->scales + (size_t)r * ng;
-        const uint8_t *zr = w->zeros ? w->zeros + (size_t)r * ng : NULL;
-        __m512 tot[PQ_GEMV_MAX_T];
+    for (int r = r0; r < r0 + n; r += R) {
+        const float *sr[4];
+        const uint8_t *zr[4];
+        __m512 tot[4][PQ_GEMV_MAX_T];
         #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            pq_prefetch_stream(wr + (size_t)b * L);
-            __m512i wv = _mm512_loadu_si512(wr + (size_t)b * L);
-            const float *xb = xp + (size_t)b * T * xstride;
-            __m512 acc[PQ_GEMV_MAX_T];
+        for (int k = 0; k < R; k++) {
+            sr[k] = w->scales + (size_t)(r + k) * ng;
+            zr[k] = w->zeros ? w->zeros + (size_t)(r + k) * ng : NULL;
             #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps(); // (dead when aligned: field 0 multiplies)
+            for (int t = 0; t < T; t++) tot[k][t] = _mm512_setzero_ps();
+        }
+        for (int b = 0; b < nb; b++) {
+            const float *xb = xp + (size_t)b * T * xstride;
+            __m512i wv[4];
+            __m512 acc[4][PQ_GEMV_MAX_T];
+            #pragma GCC unroll 4
+            for (int k = 0; k < R; k++) {
+                const uint32_t *wb = w->packed + (size_t)(r + k) * wpr + (size_t)b * L;
+                pq_prefetch_stream(wb);
+                wv[k] = _mm512_loadu_si512(wb);
+                #pragma GCC unroll 4
+                for (int t = 0; t < T; t++) acc[k][t] = _mm512_setzero_ps(); // (dead when aligned: field 0 multiplies)
+            }
             #pragma GCC unroll 16
             for (int i = 0; i < per; i++) {
-                __m512i q = i == per - 1 && top_shift
-                                ? _mm512_srli_epi32(wv, bits * i)
-                                : _mm512_and_si512(wv, _mm512_set1_epi32((int)(((1u << bits) - 1) << (bits * i))));
-                __m512 f = _mm512_cvtepi32_ps(q);
-                if (!aligned) {
-                    __m512i gv = _mm512_loadu_si512(gi + ((size_t)b * per + i) * L);
-                    f = _mm512_mul_ps(f, _mm512_i32gather_ps(gv, sr, 4));
-                }
+                __m512 xv[PQ_GEMV_MAX_T];
                 #pragma GCC unroll 4
-                for (int t = 0; t < T; t++) {
-                    __m512 xv = _mm512_loadu_ps(xb + t * xstride + (size_t)i * L);
-                    if (!aligned) tot[t] = _mm512_fmadd_ps(f, xv, tot[t]);
-                    else acc[t] = i == 0 ? _mm512_mul_ps(f, xv) : _mm512_fmadd_ps(f, xv, acc[t]);
+                for (int t = 0; t < T; t++) xv[t] = _mm512_loadu_ps(xb + t * xstride + (size_t)i * L);
+                #pragma GCC unroll 4
+                for (int k = 0; k < R; k++) {
+                    const __m512i field = _mm512_set1_epi32((int)(((1u << bits) - 1) << (bits * i)));
+                __m512i q = i == per - 1 && top_shift ? _mm512_srli_epi32(wv[k], bits * i)
+                                                      : _mm512_and_si512(wv[k], field);
+                    __m512 f = _mm512_cvtepi32_ps(q);
+                    if (!aligned) {
+                        __m512i gv = _mm512_loadu_si512(gi + ((size_t)b * per + i) * L);
+                        f = _mm512_mul_ps(f, _mm512_i32gather_ps(gv, sr[k], 4));
+                    }
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < T; t++) {
+                        if (!aligned) tot[k][t] = _mm512_fmadd_ps(f, xv[t], tot[k][t]);
+                        else acc[k][t] = i == 0 ? _mm512_mul_ps(f, xv[t]) : _mm512_fmadd_ps(f, xv[t], acc[k][t]);
+                    }
                 }
             }
             if (!aligned) continue;
             int g0 = block_g0(&g, b);
-            __m512 s = block_scale(&g, sr, g0), z = zr ? block_zero(&g, zr, g0) : zsym;
-            #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) {
-                acc[t] = _mm512_fnmadd_ps(z, _mm512_loadu_ps(xb + t * xstride + (size_t)per * L), acc[t]);
-                tot[t] = _mm512_fmadd_ps(acc[t], s, tot[t]);
-            }
-        }
-        #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            double zx = 0; // sum_g scale_g zero_g X_g, in double: it cancels much of tot
-            for (int k = 0; !aligned && k < ng; k++)
-                zx += (double)sr[k] * (zr ? zr[k] : 1 << (bits - 1)) * X[(size_t)t * ng + k];
-            float sum = (float)(_mm512_reduce_add_ps(tot[t]) - zx);
-            for (int c = nb * L * per; c < w->cols; c++) sum += pq_qpack_value(w, r, c) * x[(size_t)t * w->cols + c];
-            y[(size_t)t * ldy + r] = sum;
-        }
-    }
-}
-
-// Rows r..r+R of gemv_blocks for one token with aligned groups: each row's
-// operations as gemv_blocks does them, in the same order (the same bits),
-// R rows interleaved so that each x vector is loaded once for R rows and the
-// rows' chains overlap. bits and R are constants after inlining.
-PQ_INLINE void blocks1_rows(const pq_qpack *w, const groups *g, int r, const float *x, const float *xp, float *y,
-                            int bits, int R) {
-    const int per = 32 / bits, nb = w->cols / per / L, wpr = pq_qpack_words_per_row(w->cols, bits);
-    const int ng = pq_qpack_ngroups(w->cols, w->group), top_shift = per * bits == 32;
-    const size_t xstride = (size_t)(per + 1) * L;
-    const __m512 zsym = _mm512_set1_ps((float)(1 << (bits - 1)));
-    __m512 tot[4];
-    #pragma GCC unroll 4
-    for (int k = 0; k < R; k++) tot[k] = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const float *xb = xp + (size_t)b * xstride;
-        __m512i wv[4];
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        #pragma GCC unroll 4
-        for (int k = 0; k < R; k++) {
-            const uint32_t *wb = w->packed + (size_t)(r + k) * wpr + (size_t)b * L;
-            pq_prefetch_stream(wb);
-            wv[k] = _mm512_loadu_si512(wb);
-        }
-        #pragma GCC unroll 16
-        for (int i = 0; i < per; i++) {
-            __m512 xv = _mm512_loadu_ps(xb + (size_t)i * L);
             #pragma GCC unroll 4
             for (int k = 0; k < R; k++) {
-                __m512i q = i == per - 1 && top_shift
-                                ? _mm512_srli_epi32(wv[k], bits * i)
-                                : _mm512_and_si512(wv[k], _mm512_set1_epi32((int)(((1u << bits) - 1) << (bits * i))));
-                __m512 f = _mm512_cvtepi32_ps(q);
-                acc[k] = i == 0 ? _mm512_mul_ps(f, xv) : _mm512_fmadd_ps(f, xv, acc[k]);
+                __m512 s = block_scale(&g, sr[k], g0), z = zr[k] ? block_zero(&g, zr[k], g0) : zsym;
+                #pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    acc[k][t] = _mm512_fnmadd_ps(z, _mm512_loadu_ps(xb + t * xstride + (size_t)per * L), acc[k][t]);
+                    tot[k][t] = _mm512_fmadd_ps(acc[k][t], s, tot[k][t]);
+                }
             }
         }
-        int g0 = block_g0(g, b);
-        __m512 xz = _mm512_loadu_ps(xb + (size_t)per * L);
         #pragma GCC unroll 4
-        for (int k = 0; k < R; k++) {
-            const float *sr = w->scales + (size_t)(r + k) * ng;
-            const uint8_t *zr = w->zeros ? w->zeros + (size_t)(r + k) * ng : NULL;
-            __m512 s = block_scale(g, sr, g0), z = zr ? block_zero(g, zr, g0) : zsym;
-            acc[k] = _mm512_fnmadd_ps(z, xz, acc[k]);
-            tot[k] = _mm512_fmadd_ps(acc[k], s, tot[k]);
-        }
-    }
-    #pragma GCC unroll 4
-    for (int k = 0; k < R; k++) {
-        float sum = _mm512_reduce_add_ps(tot[k]);
-        for (int c = nb * L * per; c < w->cols; c++) sum += pq_qpack_value(w, r + k, c) * x[c];
-        y[r + k] = sum;
+        for (int k = 0; k < R; k++)
+            #pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                double zx = 0; // sum_g scale_g zero_g X_g, in double: it cancels much of tot
+                for (int j = 0; !aligned && j < ng; j++)
+                    zx += (double)sr[k][j] * (zr[k] ? zr[k][j] : 1 << (bits - 1)) * X[(size_t)t * ng + j];
+                float sum = (float)(_mm512_reduce_add_ps(tot[k][t]) - zx);
+                for (int c = nb * L * per; c < w->cols; c++)
+                    sum += pq_qpack_value(w, r + k, c) * x[(size_t)t * w->cols + c];
+                y[(size_t)t * ldy + r + k] = sum;
+            }
     }
 }
 
@@ -368,15 +338,14 @@ void pq_qpack_gemv_prepare_avx512(const pq_qpack *w, const float *x, int T, floa
 PQ_INLINE void gemv_bits(const pq_qpack *w, int r0, int n, const float *x, int T, const float *xp, float *y, int ldy,
                          int bits) {
     int aligned = pq_qpack_gemv_aligned(w, L);
-    if (T == 1 && aligned) { // the decode case: four rows at a time, then gemv_blocks for the rest
-        const groups g = block_groups(w);
-        int r = r0;
-        for (; r + 4 <= r0 + n; r += 4) blocks1_rows(w, &g, r, x, xp, y, bits, 4);
-        n -= r - r0;
-        r0 = r;
+    if (T == 1 && aligned) { // the decode case: four rows at a time, then one by one
+        int four = n / 4 * 4;
+        gemv_blocks(w, r0, four, x, 1, xp, y, ldy, bits, 1, 4);
+        r0 += four, n -= four;
     }
 #define BLOCKS(t) \
-    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1) : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0))
+    (aligned ? gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 1, 1)                                                 \
+             : gemv_blocks(w, r0, n, x, t, xp, y, ldy, bits, 0, 1))
     PQ_GEMV_T_SWITCH(T, BLOCKS);
 #undef BLOCKS
 }

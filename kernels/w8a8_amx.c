@@ -2,12 +2,13 @@
 //
 // INT8. TDPBSSD multiplies signed bytes by signed bytes, four products
 // summed into each int32 of a 16 x 16 tile, so the sums are the _ref's exact
-// ones, with no offset to remove. The activation codes are already a token tile's
-// layout (rows a->ld apart, zeros past cols up to a multiple of 64); the
-// weight rows are packed into scratch by the VNNI kernel's packing (without
-// its offset) in groups of 16, each [ld / 4 column quads][16 rows][4] (the
-// quads TDPBSSD reads, zeros past cols and past the last row), and a block of 32 tokens x 32 rows keeps four sum tiles: per 64
-// columns two token tiles and two weight tiles feed four TDPBSSD.
+// ones, with no offset to remove. The activation codes are already a token
+// tile's layout (rows a->ld apart, zeros past cols up to a multiple of 64);
+// the weight rows are packed into scratch by the VNNI kernel's packing
+// (without its offset) in groups of 16, each [ld / 4 column quads][16
+// rows][4] (the quads TDPBSSD reads, zeros past cols and past the last row),
+// and a block of 32 tokens x 32 rows keeps four sum tiles: per 64 columns
+// two token tiles and two weight tiles feed four TDPBSSD.
 //
 // FP8. Every E4M3 value is a BF16 value (4 significant bits, exponents
 // within BF16's), so the codes are decoded to BF16 exactly, every product of
