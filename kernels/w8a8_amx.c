@@ -23,63 +23,6 @@
 #include "kernels/amx.h"
 #include "kernels/w8a8.h"
 
-// ---- the shared 2 x 2 tile loop --------------------------------------------
-
-// Sum tile c += token tile a times weight tile b (the tile numbers are
-// immediates): BF16 pairs or signed bytes.
-#define TILE_DP(bf16, c, a, b)                                                                                     \
-    do {                                                                                                           \
-        if (bf16) _tile_dpbf16ps(c, a, b);                                                                         \
-        else _tile_dpbssd(c, a, b);                                                                                \
-    } while (0)
-
-// Where a block's sums go: 16 sums (int32 or f32, as the products) of token t
-// for rows r..r+15, m the real rows.
-typedef void (*sums_out)(const void *ctx, int t, int r, __mmask16 m, const void *sums);
-
-// Tokens [T] of 64-byte steps (xld bytes apart) times the packed weight
-// groups at p (group bytes apart, a step 1 KiB, rows r0..r0+n): 32 tokens x
-// 32 rows per block, four sum tiles, TDPBF16PS (bf16) or TDPBSSD.
-static void tile_blocks(const uint8_t *x, size_t xld, int T, const uint8_t *p, size_t group, int r0, int n,
-                        int steps, int bf16, sums_out out, const void *ctx) {
-    int32_t sums[32][32] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < T; t0 += 32) {
-        int nt = T - t0 < 32 ? T - t0 : 32, rows0 = nt < 16 ? nt : 16, rows1 = nt > 16 ? nt - 16 : 0;
-        pq_amx_tiles(rows0, rows1 ? rows1 : 1);
-        const uint8_t *x0 = x + (size_t)t0 * xld, *x1 = x0 + 16 * xld;
-        for (int g = 0; g < (n + 31) / 32 * 2; g += 2) {
-            const uint8_t *b0 = p + g * group, *b1 = b0 + group;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int s = 0; s < steps; s++) {
-                _tile_loadd(4, x0 + (size_t)s * 64, xld);
-                _tile_loadd(6, b0 + (size_t)s * 1024, 64);
-                _tile_loadd(7, b1 + (size_t)s * 1024, 64);
-                TILE_DP(bf16, 0, 4, 6);
-                TILE_DP(bf16, 1, 4, 7);
-                if (!rows1) continue;
-                _tile_loadd(5, x1 + (size_t)s * 64, xld);
-                TILE_DP(bf16, 2, 5, 6);
-                TILE_DP(bf16, 3, 5, 7);
-            }
-            _tile_stored(0, &sums[0][0], sizeof sums[0]);
-            _tile_stored(1, &sums[0][16], sizeof sums[0]);
-            if (rows1) {
-                _tile_stored(2, &sums[16][0], sizeof sums[0]);
-                _tile_stored(3, &sums[16][16], sizeof sums[0]);
-            }
-            for (int h = 0; h < 2; h++) {
-                int left = n - 16 * (g + h);
-                if (left <= 0) break;
-                __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-                for (int t = 0; t < nt; t++) out(ctx, t0 + t, r0 + 16 * (g + h), m, &sums[t][16 * h]);
-            }
-        }
-    }
-}
-
 // The epilogue of kernels/w8a8.h: y = sx * (sw * sum) (+ bias), for 16
 // sums of token t and rows r..r+15 (m: the real ones).
 typedef struct {
@@ -112,7 +55,7 @@ void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act 
                       void *scratch) {
     pq_w8a8_pack_avx512(w, r0, n, a->ld / 4, 0, scratch); // the bytes as stored: TDPBSSD is signed x signed
     epilogue c = {a, o, w->scales, 1};
-    tile_blocks((const uint8_t *)a->q, (size_t)a->ld, a->T, scratch, (size_t)a->ld * 16, r0, n, a->ld / 64, 0,
+    pq_amx_tile_blocks((const uint8_t *)a->q, (size_t)a->ld, a->T, scratch, (size_t)a->ld * 16, r0, n, a->ld / 64, 0,
                 store16_int8, &c);
 }
 
@@ -169,6 +112,6 @@ void pq_w8a8_fp8_amx(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a
     const int ld = (w->cols + 31) / 32 * 32;
     pack_fp8(w, r0, n, ld, scratch);
     epilogue c = {a, o, w->scales, w->per_channel};
-    tile_blocks((const uint8_t *)xb, (size_t)ld * 2, a->T, scratch, (size_t)ld * 32, r0, n, ld / 32, 1,
+    pq_amx_tile_blocks((const uint8_t *)xb, (size_t)ld * 2, a->T, scratch, (size_t)ld * 32, r0, n, ld / 32, 1,
                 store16_fp8, &c);
 }
