@@ -109,6 +109,7 @@ void pq_calib_data_free(pq_calib_data *d) {
     memset(d, 0, sizeof *d);
 }
 
-void pq_calib_describe(int n, int len, uint64_t seed, pq_calib_mode mode, char *buf, size_t cap) {
-    snprintf(buf, cap, "%d x %d tokens, seed %llu, %s", n, len, (unsigned long long)seed, pq_calib_mode_name(mode));
+void pq_calib_describe(int n, int len, uint64_t seed, pq_calib_mode mode, int bf16, char *buf, size_t cap) {
+    snprintf(buf, cap, "%d x %d tokens, seed %llu, %s%s", n, len, (unsigned long long)seed, pq_calib_mode_name(mode),
+             bf16 ? ", bf16 products" : "");
 }

@@ -39,6 +39,7 @@ typedef struct {
     int seqlen;           // L tokens per window (2048)
     uint64_t seed;        // (0)
     pq_calib_mode mode;   // (PQ_CALIB_RANDOM)
+    int bf16;             // the CPU block passes multiply in BF16 (--calib-precision bf16; 0: f32)
 } pq_calib_params;
 
 pq_calib_params pq_calib_default_params(void);
@@ -63,8 +64,9 @@ pq_status pq_calib_windows(const int32_t *stream, size_t n, int bos, const pq_ca
 
 void pq_calib_data_free(pq_calib_data *d); // NULL-safe
 
-// "N x L tokens, seed S, mode": the provenance line of a calibration.
-void pq_calib_describe(int n, int len, uint64_t seed, pq_calib_mode mode, char *buf, size_t cap);
+// "N x L tokens, seed S, mode" (+ ", bf16 products"): the provenance line of
+// a calibration.
+void pq_calib_describe(int n, int len, uint64_t seed, pq_calib_mode mode, int bf16, char *buf, size_t cap);
 
 // "random" / "concat"; PQ_ERR_ARG for anything else.
 pq_status pq_calib_parse_mode(const char *s, pq_calib_mode *out);

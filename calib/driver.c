@@ -44,17 +44,17 @@ static size_t block_source_bytes(const pq_layer *L) {
     return b;
 }
 
-// The f32 panels of a block's weights (pq_linear_pack_panels), packed once
-// per pass when more than one window goes through it: the most any block of
-// the model takes in any format but W8A8 (which packs its own), by shape, so
-// that what a method turns a linear into fits too.
-static size_t block_panels_bytes(const pq_model *m, const pq_calib_data *d) {
+// The panels of a block's weights (pq_linear_pack_panels), packed once per
+// pass when more than one window goes through it or its products are BF16:
+// the most any block of the model takes in any format but W8A8 (which packs
+// its own), by shape, so that what a method turns a linear into fits too.
+static size_t block_panels_bytes(const pq_model *m, const pq_calib_data *d, int bf16) {
     size_t most = 0;
-    for (int l = 0; d->n > 1 && l < m->cfg.n_layers; l++) {
+    for (int l = 0; (d->n > 1 || bf16) && l < m->cfg.n_layers; l++) {
         size_t b = 0;
         for (int s = 0; s < PQ_NLINEAR; s++) {
             const pq_linear *L = &m->layers[l].lin[s];
-            b += pq_linear_panels_bytes(&(pq_linear){.rows = L->rows, .cols = L->cols});
+            b += pq_linear_panels_bytes(&(pq_linear){.rows = L->rows, .cols = L->cols}, bf16);
         }
         most = b > most ? b : most;
     }
@@ -94,7 +94,7 @@ void pq_calib_estimate(const pq_model *m, const pq_calib_data *d, const pq_calib
         r->model_bytes += pq_linear_weight_bytes(&m->embed);
     }
     r->act_bytes = (size_t)d->n * d->len * c->hidden * sizeof(float);
-    r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool)) + block_panels_bytes(m, d);
+    r->scratch_bytes = scratch_bytes(c, d->len, pq_pool_size(p->pool)) + block_panels_bytes(m, d, p->bf16);
     pq_device dev;
     if (pq_device_resolve(p->device, &dev) == PQ_OK && use_gpu(meth, dev)) {
         if (meth->stats & ~PQ_STAT_XTX) r->scratch_bytes += pq_calib_gpu_host_bytes(c, d->len);
@@ -126,7 +126,7 @@ typedef struct {
     size_t lin_ws;          // bytes of s.lin_ws
     float *X, *xw;          // X [n][len][hidden], xw: one window
     float *kc, *vc;         // [len][kv_dim]
-    float *panels;          // block_panels_bytes, or NULL (one window)
+    char *panels;           // block_panels_bytes, or NULL (one window, f32)
     double *inv_freq;
     pq_act_stats st[PQ_NGROUPS];
     int active[PQ_NGROUPS]; // measured in the current pass
@@ -214,9 +214,9 @@ static pq_status pass(drv *v, int l, int measure) {
     PQ_TRY(ensure_ws(v, L));
     size_t off = 0;
     for (int k = 0; v->panels && k < PQ_NLINEAR; k++) // packed once for every window
-        if (pq_linear_panels_bytes(&L->lin[k])) {
-            pq_linear_pack_panels(&L->lin[k], v->panels + off, v->s.lin_ws, v->p->pool);
-            off += pq_linear_panels_bytes(&L->lin[k]) / sizeof(float);
+        if (pq_linear_panels_bytes(&L->lin[k], v->p->bf16)) {
+            pq_linear_pack_panels(&L->lin[k], v->panels + off, v->p->bf16, v->s.lin_ws, v->p->pool);
+            off += pq_linear_panels_bytes(&L->lin[k], v->p->bf16);
         }
     for (int w = 0; w < v->d->n; w++) {
         float *x = v->X + (size_t)w * win;
@@ -224,7 +224,7 @@ static pq_status pass(drv *v, int l, int measure) {
         if (measure) x = memcpy(v->xw, x, win * sizeof(float));
         pq_block_forward_cpu(c, L, l, x, v->d->len, 0, v->kc, v->vc, &v->s, v->p->pool, measure ? &hooks : NULL);
     }
-    for (int k = 0; k < PQ_NLINEAR; k++) L->lin[k].panels = NULL;
+    for (int k = 0; k < PQ_NLINEAR; k++) L->lin[k].panels = NULL, L->lin[k].bf16 = 0;
     v->r->t_forward += pq_now() - t0 - (v->r->t_stats - t_stats0);
     if (v->blocks && !measure) PQ_TRY(pq_calib_gpu_set_inputs(v->blocks, v->X));
     return PQ_OK;
@@ -302,7 +302,7 @@ static pq_status setup(drv *v) {
     v->xw = pq_alloc((size_t)len * c->hidden * sizeof(float));
     v->kc = pq_alloc((size_t)len * kvd * sizeof(float));
     v->vc = pq_alloc((size_t)len * kvd * sizeof(float));
-    size_t pb = block_panels_bytes(v->m, v->d);
+    size_t pb = block_panels_bytes(v->m, v->d, v->p->bf16);
     v->panels = pb ? pq_alloc(pb) : NULL;
     v->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
     PQ_FAIL_IF(!v->X || !v->xw || !v->kc || !v->vc || !v->inv_freq || (pb && !v->panels), PQ_ERR_NOMEM,

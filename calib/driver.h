@@ -103,6 +103,7 @@ typedef struct {
     pq_pool *pool;         // borrowed (the method may share it); NULL: serial
     pq_device device;      // where X^T X and the block passes run (kernels/cuda_host.h's rule)
     int first_block;       // resume: blocks before it are done
+    int bf16;              // the CPU block passes multiply in BF16 (kernels/gemm.h's BF16 products)
 } pq_calib_run_params;
 
 typedef struct {

@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "common/half.h"
 #include "kernels/cpu.h"
 
 #define MR_SCALAR 4
@@ -83,6 +84,22 @@ void pq_gemm_ref(const float *x, int T, const float *w, int n, int K, float *y, 
         for (int r = 0; r < n; r++) {
             float acc = 0.0f;
             for (int k = 0; k < K; k++) acc = fmaf(w[(size_t)r * K + k], x[(size_t)t * K + k], acc);
+            y[(size_t)t * ldy + r] = acc;
+        }
+}
+
+void pq_bf16_round_n(float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = pq_bf16_to_f32(pq_f32_to_bf16(v[i]));
+}
+
+void pq_gemm_bf16_ref(const float *x, int T, const float *w, int n, int K, float *y, int ldy) {
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < n; r++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) {
+                float wk = pq_bf16_to_f32(pq_f32_to_bf16(w[(size_t)r * K + k]));
+                acc = fmaf(wk, pq_bf16_to_f32(pq_f32_to_bf16(x[(size_t)t * K + k])), acc);
+            }
             y[(size_t)t * ldy + r] = acc;
         }
 }

@@ -15,6 +15,7 @@
 #define PQ_GEMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/dense.h"
 
@@ -60,5 +61,41 @@ void pq_gemm_block_avx2(const float *xb, const float *wp, int K, int mt, int n, 
 void pq_gemm_pack_x_avx512(const float *x, int T, int K, int b0, int nb, float *xp);
 // nr: 16 or 32; r0: a multiple of 8
 void pq_gemm_pack_dense_avx2(int nr, pq_dense_type dt, const void *w, int K, int row, int r0, int n, float *wp);
+
+// ---- BF16 products ---------------------------------------------------------
+//
+//   y[t][r] = sum_k bf16(W[r][k]) * bf16(x[t][k])
+//
+// bf16(): round to nearest even (pq_f32_to_bf16, common/half.h). A product
+// of two BF16 values is exact in f32 and the sums are f32, so a result is
+// within the f32 summation bound of the same sum taken exactly. For callers
+// that accept inputs rounded to BF16 (the calibration passes of
+// --calib-precision bf16): where pq_cpu_amx(), AMX tiles (TDPBF16PS) sum
+// the products in their own order, so those bits are the AMX machine's;
+// elsewhere the FMA chains above run on the rounded operands.
+
+// v[i] = bf16(v[i]) for i < n, as an f32 (exact).
+void pq_bf16_round_n(float *v, size_t n);
+
+// The specification: the FMA chain of pq_gemm_ref on the rounded operands.
+void pq_gemm_bf16_ref(const float *x, int T, const float *w, int n, int K, float *y, int ldy);
+
+// The AMX layout (kernels/gemm_amx.c). Weight rows in groups of 16, group g
+// at wp + g * ld * 16, the columns in pairs: the pair (2j, 2j + 1) of the
+// group's row i at 32 j + 2 i (ld = K rounded up to 32, zeros past K; rows
+// zero past the weight's up to a multiple of 32). Activations: BF16 rows
+// ld apart, zeros past K.
+int pq_gemm_amx_ld(int K);
+// Values (uint16_t) of a packed weight of n rows.
+size_t pq_gemm_amx_w_values(int n, int K);
+// Rows [n][K] (f32) into rows r0..r0+n-1 of the packed weight wp.
+void pq_gemm_amx_pack_w(const float *rows, int r0, int n, int K, uint16_t *wp);
+// Zero rows n..(n rounded up to 32)-1 of the packed weight wp.
+void pq_gemm_amx_pad_w(int n, int K, uint16_t *wp);
+// Tokens t0..t0+nt-1 of x [..][K] into their rows of xb.
+void pq_gemm_amx_pack_x(const float *x, int K, int t0, int nt, uint16_t *xb);
+// y[t*ldy + r] for t < T and rows r0..r0+n-1 of wp (r0 a multiple of 32):
+// the BF16 products of xb's T tokens; nothing else is written.
+void pq_gemm_amx(const uint16_t *xb, int T, int K, const uint16_t *wp, int r0, int n, float *y, int ldy);
 
 #endif

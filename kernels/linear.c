@@ -1,6 +1,7 @@
 #include "linear.h"
 
 #include "common/sys.h"
+#include "kernels/cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/w8a8.h"
 
@@ -101,7 +102,9 @@ static size_t gemm_thread_floats(const pq_linear *W) {
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
     if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
     pq_gemm_tile tl = pq_gemm_tile_cpu();
-    size_t gemm = (pq_gemm_x_floats(tl, GEMM_CHUNK, W->cols) + (size_t)nthreads * gemm_thread_floats(W)) *
+    size_t x_bytes = pq_gemm_x_floats(tl, GEMM_CHUNK, W->cols) * sizeof(float),
+           amx_x_bytes = (size_t)GEMM_CHUNK * pq_gemm_amx_ld(W->cols) * sizeof(uint16_t); // BF16 panels on AMX
+    size_t gemm = (x_bytes > amx_x_bytes ? x_bytes : amx_x_bytes) + (size_t)nthreads * gemm_thread_floats(W) *
                   sizeof(float);
     size_t xp = W->fmt == PQ_W_QPACK ? PQ_LINEAR_GROUP_MAX * xp_bytes(W) : 0;
     return gemm > xp ? gemm : xp;
@@ -165,9 +168,10 @@ typedef struct {
     pq_gemm_tile tl;
     const float *x;                     // the chunk's first token
     int T;                              // tokens in the chunk
-    float *xp;                          // the chunk, packed
+    float *xp;                          // the chunk, packed (amx: BF16 rows, pq_gemm_amx_pack_x)
     float *scratch;                     // per-thread scratch, thread_floats apart
     size_t thread_floats;
+    int bf16, amx;                      // BF16 products (the members' panels); on AMX tiles
 } gemm_job;
 
 // Rows per task: whole panels, at most GEMM_TASK_ROWS and GEMM_TASK_BYTES of
@@ -193,7 +197,13 @@ static void gemm_pack_x_task(void *ctx, int i, int tid) {
     gemm_job *g = ctx;
     int cols = g->W[0]->cols, nb = (g->T + g->tl.mr - 1) / g->tl.mr;
     int b0 = i * 8, n = nb - b0 < 8 ? nb - b0 : 8;
+    if (g->amx) { // 8 blocks of mr tokens: the same split of the chunk
+        int t0 = b0 * g->tl.mr, nt = g->T - t0 < n * g->tl.mr ? g->T - t0 : n * g->tl.mr;
+        pq_gemm_amx_pack_x(g->x, cols, t0, nt, (uint16_t *)g->xp);
+        return;
+    }
     pq_gemm_pack_x(g->tl, g->x, g->T, cols, b0, n, g->xp);
+    if (g->bf16) pq_bf16_round_n(g->xp + (size_t)b0 * g->tl.mr * cols, (size_t)n * g->tl.mr * cols);
 }
 
 // Rows rj..rj+nj-1 of W packed as one panel wp (nj <= nr); rows: a
@@ -220,8 +230,13 @@ static void gemm_task(void *ctx, int p, int tid) {
     pq_gemm_tile tl = g->tl;
     int cols = W->cols, r0 = (p - g->first[m]) * g->task_rows[m];
     int n = W->rows - r0 < g->task_rows[m] ? W->rows - r0 : g->task_rows[m], np = (n + tl.nr - 1) / tl.nr;
+    if (g->amx) { // r0: a whole number of 32-row blocks
+        pq_gemm_amx((const uint16_t *)g->xp, g->T, cols, W->panels, r0, n, g->y[m], W->rows);
+        add_bias(W, g->T, g->y[m], r0, n);
+        return;
+    }
     float *scratch = g->scratch + (size_t)tid * g->thread_floats;
-    const float *panels = W->panels ? W->panels + (size_t)r0 * cols : scratch; // r0: a whole number of panels
+    const float *panels = W->panels ? (const float *)W->panels + (size_t)r0 * cols : scratch; // whole panels
     for (int j = 0; !W->panels && j < np; j++) {
         int rj = r0 + j * tl.nr, nj = r0 + n - rj < tl.nr ? r0 + n - rj : tl.nr;
         pack_panel(W, tl, rj, nj, scratch + (size_t)j * tl.nr * cols, scratch + (size_t)GEMM_TASK_ROWS * cols);
@@ -238,8 +253,12 @@ static void gemm_task(void *ctx, int p, int tid) {
     add_bias(W, g->T, g->y[m], r0, n);
 }
 
-size_t pq_linear_panels_bytes(const pq_linear *W) {
+// The AMX layout's rows per block (kernels/gemm.h): tasks and panels take whole ones.
+#define AMX_ROWS 32
+
+size_t pq_linear_panels_bytes(const pq_linear *W, int bf16) {
     if (W->act.type != PQ_ACTQ_NONE) return 0;
+    if (bf16 && pq_cpu_amx()) return pq_gemm_amx_w_values(W->rows, W->cols) * sizeof(uint16_t);
     pq_gemm_tile tl = pq_gemm_tile_cpu();
     return (size_t)(W->rows + tl.nr - 1) / tl.nr * tl.nr * W->cols * sizeof(float);
 }
@@ -247,35 +266,57 @@ size_t pq_linear_panels_bytes(const pq_linear *W) {
 typedef struct {
     const pq_linear *W;
     pq_gemm_tile tl;
-    float *buf, *scratch; // scratch: per thread, PACK_ROWS x cols floats apart
+    void *buf;
+    float *scratch; // per thread, PACK_ROWS x cols floats apart
+    int bf16;
 } panels_job;
 
+// Panel p: f32 (rounded to BF16 for bf16), or AMX_ROWS rows of the AMX layout.
 static void panels_task(void *ctx, int p, int tid) {
     panels_job *j = ctx;
-    int cols = j->W->cols, rj = p * j->tl.nr, nj = j->W->rows - rj < j->tl.nr ? j->W->rows - rj : j->tl.nr;
-    pack_panel(j->W, j->tl, rj, nj, j->buf + (size_t)rj * cols, j->scratch + (size_t)tid * PACK_ROWS * cols);
+    int cols = j->W->cols, rows = j->W->rows;
+    float *scratch = j->scratch + (size_t)tid * PACK_ROWS * cols;
+    if (j->bf16 && pq_cpu_amx()) {
+        int r0 = p * AMX_ROWS, n = rows - r0 < AMX_ROWS ? rows - r0 : AMX_ROWS;
+        for (int i = 0; i < n; i += PACK_ROWS) {
+            int ni = n - i < PACK_ROWS ? n - i : PACK_ROWS;
+            pq_linear_rows(j->W, r0 + i, ni, scratch);
+            pq_gemm_amx_pack_w(scratch, r0 + i, ni, cols, j->buf);
+        }
+        if (r0 + n == rows) pq_gemm_amx_pad_w(rows, cols, j->buf);
+        return;
+    }
+    int rj = p * j->tl.nr, nj = rows - rj < j->tl.nr ? rows - rj : j->tl.nr;
+    float *wp = (float *)j->buf + (size_t)rj * cols;
+    pack_panel(j->W, j->tl, rj, nj, wp, scratch);
+    if (j->bf16) pq_bf16_round_n(wp, (size_t)j->tl.nr * cols);
 }
 
-void pq_linear_pack_panels(pq_linear *W, float *buf, void *ws, pq_pool *pool) {
+void pq_linear_pack_panels(pq_linear *W, void *buf, int bf16, void *ws, pq_pool *pool) {
     PQ_ASSERT(W->act.type == PQ_ACTQ_NONE);
-    panels_job j = {W, pq_gemm_tile_cpu(), buf, ws};
+    panels_job j = {W, pq_gemm_tile_cpu(), buf, ws, bf16};
     W->panels = NULL;
-    pq_pool_for(pool, (W->rows + j.tl.nr - 1) / j.tl.nr, panels_task, &j);
+    int unit = bf16 && pq_cpu_amx() ? AMX_ROWS : j.tl.nr;
+    pq_pool_for(pool, (W->rows + unit - 1) / unit, panels_task, &j);
     W->panels = buf;
+    W->bf16 = bf16;
 }
 
 // y[i] = x W[i]^T + b[i] for n linears of the same cols, GEMM_CHUNK tokens at a time.
 static void gemm_forward(const pq_linear *const *W, float *const *y, int n, const float *x, int T, void *ws,
                          pq_pool *pool) {
     int nthreads = pq_pool_size(pool), cols = W[0]->cols;
-    gemm_job g = {.tl = pq_gemm_tile_cpu(), .xp = ws};
-    g.scratch = g.xp + pq_gemm_x_floats(g.tl, GEMM_CHUNK, cols);
+    gemm_job g = {.tl = pq_gemm_tile_cpu(), .xp = ws, .bf16 = W[0]->panels && W[0]->bf16};
+    g.amx = g.bf16 && pq_cpu_amx();
+    size_t x_floats = pq_gemm_x_floats(g.tl, GEMM_CHUNK, cols), amx_x_floats = (size_t)GEMM_CHUNK *
+                      pq_gemm_amx_ld(cols) / 2;
+    g.scratch = g.xp + (x_floats > amx_x_floats ? x_floats : amx_x_floats);
     for (int i = 0; i < n; i++) {
-        PQ_ASSERT(W[i]->cols == cols);
+        PQ_ASSERT(W[i]->cols == cols && (W[i]->panels && W[i]->bf16) == g.bf16);
         size_t f = gemm_thread_floats(W[i]);
         if (f > g.thread_floats) g.thread_floats = f;
         g.W[i] = W[i];
-        g.task_rows[i] = gemm_task_rows(W[i], g.tl, nthreads);
+        g.task_rows[i] = gemm_task_rows(W[i], g.amx ? (pq_gemm_tile){g.tl.mr, AMX_ROWS} : g.tl, nthreads);
         g.first[i + 1] = g.first[i] + (W[i]->rows + g.task_rows[i] - 1) / g.task_rows[i];
     }
     for (int t0 = 0; t0 < T; t0 += GEMM_CHUNK) {

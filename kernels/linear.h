@@ -58,7 +58,8 @@ typedef struct {
     pq_fp8_weight f8;          // PQ_W_FP8
     pq_actq act;               // W8A8: with PQ_W_INT8 (INT8 x INT8) or PQ_W_FP8 (FP8 x FP8)
     const float *bias;         // [rows] or NULL; borrowed
-    const float *panels;       // or NULL: the weight packed for the GEMM path (pq_linear_pack_panels); borrowed
+    const void *panels;        // or NULL: the weight packed for the GEMM path (pq_linear_pack_panels); borrowed
+    int bf16;                  // with panels: packed for BF16 products (kernels/gemm.h), x rounded alike
 } pq_linear;
 
 // Scratch bytes pq_linear_forward needs for `nthreads` threads.
@@ -68,17 +69,21 @@ size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads);
 // x is [T][cols], y is [T][rows], both contiguous.
 void pq_linear_forward(const pq_linear *W, const float *x, int T, float *y, void *ws, pq_pool *pool);
 
-// Bytes of W's weight widened to f32 and packed as the GEMM path's panels
-// (kernels/gemm.h, the CPU's tile); 0 for a W8A8 linear (it packs its own).
-size_t pq_linear_panels_bytes(const pq_linear *W);
+// Bytes of W's weight packed as the GEMM path's panels: widened to f32 in
+// the CPU's tile (kernels/gemm.h), or with bf16 for BF16 products (the AMX
+// layout where pq_cpu_amx(), else f32 panels of BF16 values); 0 for a W8A8
+// linear (it packs its own).
+size_t pq_linear_panels_bytes(const pq_linear *W, int bf16);
 
 // Packs W's weight into buf (pq_linear_panels_bytes) over the pool and points
 // W->panels at it: GEMM calls (more than PQ_GEMV_MAX_T tokens) then use those
-// panels instead of packing them per chunk of tokens, with the same bits. For
-// callers that run many windows through one weight (the calibration passes);
-// buf must outlive the use, and W->panels = NULL ends it. ws holds
-// pq_linear_workspace_bytes(W, pool size). Not for a W8A8 linear.
-void pq_linear_pack_panels(pq_linear *W, float *buf, void *ws, pq_pool *pool);
+// panels instead of packing them per chunk of tokens, with the same bits;
+// with bf16 they multiply the BF16 rounding of the weight by the BF16
+// rounding of x (kernels/gemm.h's BF16 products). For callers that run many
+// windows through one weight (the calibration passes); buf must outlive the
+// use, and W->panels = NULL ends it. ws holds pq_linear_workspace_bytes(W,
+// pool size). Not for a W8A8 linear.
+void pq_linear_pack_panels(pq_linear *W, void *buf, int bf16, void *ws, pq_pool *pool);
 
 // Up to PQ_LINEAR_GROUP_MAX linears of the same input (q/k/v, gate/up):
 // y[i] = x W[i]^T + b[i], equal bit for bit to pq_linear_forward on each, and

@@ -72,7 +72,9 @@
 #define PQ_ARG_AWQ_CLIP_GRID (1u << 14)  // --awq-clip-grid
 #define PQ_ARG_SEARCH_TOKENS (1u << 15)  // --search-tokens
 #define PQ_ARG_IMATRIX (1u << 16)        // --imatrix
-#define PQ_ARG_CALIBRATION (PQ_ARG_CALIB | PQ_ARG_NSAMPLES | PQ_ARG_SEQLEN | PQ_ARG_SEED | PQ_ARG_CALIB_MODE)
+#define PQ_ARG_CALIB_PRECISION (1u << 17) // --calib-precision
+#define PQ_ARG_CALIBRATION (PQ_ARG_CALIB | PQ_ARG_NSAMPLES | PQ_ARG_SEQLEN | PQ_ARG_SEED | PQ_ARG_CALIB_MODE | \
+                            PQ_ARG_CALIB_PRECISION)
 
 // The names pq.json, the journal and --json give the two error figures,
 // both squared ratios:

@@ -19,7 +19,7 @@ static const char *const FLAGS[] = {"--calib",      "--nsamples",    "--seqlen",
                                     "--calib-mode", "--resume",      "--device",          "--damp",
                                     "--block-size", "--act-order",   "--static-groups",   "--true-sequential",
                                     "--alpha",      "--awq-grid",    "--awq-clip-grid",   "--search-tokens",
-                                    "--imatrix"};
+                                    "--imatrix",    "--calib-precision"};
 #define NFLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
 
 pq_quantize_request pq_quantize_default_request(void) {
@@ -215,9 +215,10 @@ pq_status pq_quantize_describe(const pq_quantize_request *q, int calibrate, char
     pq_scheme_describe(&o.scheme, desc, sizeof desc);
     if (o.calibrated) {
         o.m->describe(o.m, q, meth, sizeof meth);
-        snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu)%s%s", q->calib.path,
+        snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu)%s%s%s", q->calib.path,
                  q->calib.nsamples, q->calib.seqlen, pq_calib_mode_name(q->calib.mode),
-                 (unsigned long long)q->calib.seed, meth, q->resume ? ", --resume" : "");
+                 (unsigned long long)q->calib.seed, meth, q->calib.bf16 ? ", bf16 products" : "",
+                 q->resume ? ", --resume" : "");
     }
     if (q->scales) snprintf(cal, sizeof cal, ", scales %.1000s", q->scales);
     char rot[64] = "", mix[200] = "";

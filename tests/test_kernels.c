@@ -227,6 +227,95 @@ static void check_pack_dense(void) {
              pq_isa_name(pq_cpu_isa()), tl.mr, tl.nr, bad, n_cases);
 }
 
+// pq_bf16_round_n and the AMX packing of x: each value as pq_f32_to_bf16
+// (ties to even, NaN quiet, overflow to Inf, subnormals kept), zeros past K.
+static void check_bf16_rounding(void) {
+    const float special[] = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 1.0f + 0x1p-8f + 0x1p-20f, -3.0e38f,
+                             3.3961e38f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-45f, 0x1p-126f};
+    enum { NS = sizeof special / sizeof special[0], K = 77, T = 3 };
+    float v[NS], x[T * K];
+    memcpy(v, special, sizeof v);
+    pq_bf16_round_n(v, NS);
+    int bad = 0;
+    for (int i = 0; i < NS; i++) {
+        uint16_t want = pq_f32_to_bf16(special[i]);
+        bad += isnan(special[i]) ? !isnan(v[i]) : memcmp(&v[i], &(float){pq_bf16_to_f32(want)}, 4) != 0;
+    }
+    PQ_CHECK(bad == 0, "pq_bf16_round_n: %d special values as pq_f32_to_bf16 (%d differ)", NS, bad);
+    if (!pq_cpu_amx()) {
+        pq_test_skip("pq_gemm_amx_pack_x: the CPU has no usable AMX tiles");
+        return;
+    }
+    pq_test_fill(x, (size_t)T * K, 1.0f);
+    for (int i = 0; i < NS; i++) x[K + 5 * i] = special[i];
+    int ld = pq_gemm_amx_ld(K);
+    uint16_t *xb = pq_alloc((size_t)T * ld * 2);
+    memset(xb, 0xff, (size_t)T * ld * 2);
+    pq_gemm_amx_pack_x(x, K, 1, 2, xb); // tokens 1 and 2 only
+    bad = 0;
+    for (int t = 1; t < T; t++)
+        for (int k = 0; k < ld; k++) bad += xb[(size_t)t * ld + k] != (k < K ? pq_f32_to_bf16(x[(size_t)t * K + k]) : 0);
+    for (int k = 0; k < ld; k++) bad += xb[k] != 0xffff;
+    PQ_CHECK(bad == 0, "pq_gemm_amx_pack_x: K=%d, tokens 1..2 as pq_f32_to_bf16 with zeros to %d, token 0 untouched "
+             "(%d differ)", K, ld, bad);
+    pq_free(xb);
+}
+
+// The BF16 GEMM on AMX tiles (rows r0..r0+n of a packed weight of `rows`)
+// against pq_gemm_bf16_ref. Both sum the same exact products in f32 in
+// different orders: each is within (K - 1) * 2^-24 * sum |product| of the
+// exact sum (the f32 summation bound), so they differ by at most twice that
+// (the tiles' own additions are no worse: measured 4.5e-9 rms of sum
+// |product| against the FMA chain's 8-9e-9 at K = 576 and 1536).
+// Nothing outside rows r0..r0+n of y is written.
+static void check_gemm_amx(int T, int rows, int r0, int n, int K) {
+    float *x = pq_alloc((size_t)T * K * 4), *w = pq_alloc((size_t)rows * K * 4);
+    float *want = pq_alloc((size_t)T * rows * 4), *got = pq_alloc((size_t)T * rows * 4);
+    uint16_t *wp = pq_alloc(pq_gemm_amx_w_values(rows, K) * 2), *xb = pq_alloc((size_t)T * pq_gemm_amx_ld(K) * 2);
+    pq_test_fill(x, (size_t)T * K, 1.0f);
+    pq_test_fill(w, (size_t)rows * K, 0.1f);
+    pq_test_poison(got, (size_t)T * rows);
+    for (int i = 0; i < rows; i += 16) pq_gemm_amx_pack_w(w + (size_t)i * K, i, rows - i < 16 ? rows - i : 16, K, wp);
+    pq_gemm_amx_pad_w(rows, K, wp);
+    pq_gemm_amx_pack_x(x, K, 0, T, xb);
+    pq_gemm_amx(xb, T, K, wp, r0, n, got, rows);
+    pq_gemm_bf16_ref(x, T, w + (size_t)r0 * K, n, K, want + r0, rows);
+    int bad = 0;
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < rows; r++) {
+            float g = got[(size_t)t * rows + r];
+            if (r < r0 || r >= r0 + n) {
+                bad += !isnan(g);
+                continue;
+            }
+            double mag = 0;
+            for (int k = 0; k < K; k++) {
+                float a = x[(size_t)t * K + k], b = w[(size_t)r * K + k];
+                mag += fabs((double)pq_bf16_to_f32(pq_f32_to_bf16(a)) * pq_bf16_to_f32(pq_f32_to_bf16(b)));
+            }
+            double err = fabs((double)g - want[(size_t)t * rows + r]), bound = 2.0 * K * 0x1p-24 * mag + 1e-37;
+            worst = err / bound > worst ? err / bound : worst;
+            bad += !(err <= bound);
+        }
+    PQ_CHECK(bad == 0, "gemm amx bf16 T=%d rows %d..%d of %d K=%d vs pq_gemm_bf16_ref: within 2 K 2^-24 sum|p| "
+             "(worst %.2f of it), other rows untouched (%d bad)", T, r0, r0 + n, rows, K, worst, bad);
+    pq_free(x); pq_free(w); pq_free(want); pq_free(got); pq_free(wp); pq_free(xb);
+}
+
+static void check_gemm_bf16(void) {
+    check_bf16_rounding();
+    if (!pq_cpu_amx()) {
+        pq_test_skip("gemm amx bf16: the CPU has no usable AMX tiles");
+        return;
+    }
+    check_gemm_amx(37, 75, 0, 75, 172);  // tails everywhere: 37 tokens, 75 rows, K = 172
+    check_gemm_amx(16, 64, 32, 32, 32);  // one step, the second block of rows
+    check_gemm_amx(1, 20, 0, 20, 1);     // one column
+    check_gemm_amx(33, 100, 64, 36, 576);
+    check_gemm_amx(512, 96, 32, 64, 1536);
+}
+
 static void check_gemm(void) {
     struct { pq_gemm_tile tl; const char *name; pq_isa needs; } tiles[] = {
         {{4, 8}, "scalar", PQ_ISA_SCALAR},
@@ -579,6 +668,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--gemm") == 0) {
         PQ_CHECK(pq_blas_init() == PQ_OK, "OpenBLAS loads (%s)", pq_last_error());
         check_gemm();
+        check_gemm_bf16();
         check_pack_dense();
         check_nll();
         check_swiglu();
@@ -599,6 +689,7 @@ int main(int argc, char **argv) {
     }
     check_linear(PQ_DENSE_F16, 700, 100, 72, 2, 1); // more tokens than one GEMM chunk (512)
     check_gemm();
+    check_gemm_bf16();
     check_pack_dense();
     check_nll();
     check_swiglu();

@@ -4,10 +4,12 @@
 // binary also re-runs its dispatch checks under PQ_ISA=scalar and avx2.
 #include <cpuid.h>
 
+#include "common/half.h"
 #include "common/sys.h"
 #include "kernels/blas.h"
 #include "kernels/cpu.h"
 #include "kernels/fp8.h"
+#include "kernels/gemm.h"
 #include "kernels/linear.h"
 #include "kernels/qpack.h"
 #include "tests/test.h"
@@ -519,6 +521,47 @@ static void check_fp8_all_codes(void) {
 
 // ---- pq_linear_forward ---------------------------------------------------------
 
+// BF16 products (pq_linear_pack_panels with bf16) for T tokens against
+// pq_gemm_bf16_ref on the format's _ref rows (+ bias): bit for bit where the
+// FMA kernels run them; on AMX tiles within twice the f32 summation bound
+// (K - 1) 2^-24 sum |product| of the exact sum that binds both (the
+// reasoning of test_kernels.c's check_gemm_amx). The output of one thread
+// is kept in *one; with more threads it must be the same bits.
+static void check_linear_bf16(pq_linear *L, const char *kind, int T, int nt, void *ws, pq_pool *pool, float **one) {
+    int rows = L->rows, cols = L->cols, bad = 0;
+    float *x = pq_alloc((size_t)T * cols * 4), *y = pq_alloc((size_t)T * rows * 4), *want = pq_alloc((size_t)T * rows * 4),
+          *w = pq_alloc((size_t)rows * cols * 4), *panels = pq_alloc(pq_linear_panels_bytes(L, 1));
+    for (size_t i = 0; i < (size_t)T * cols; i++) // the same x for every thread count: a fixed sequence in [-1, 1]
+        x[i] = (float)((uint32_t)(i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
+    pq_test_poison(y, (size_t)T * rows);
+    pq_linear_pack_panels(L, panels, 1, ws, pool);
+    pq_linear_forward(L, x, T, y, ws, pool);
+    L->panels = NULL, L->bf16 = 0;
+    pq_linear_rows_ref(L, 0, rows, w);
+    pq_gemm_bf16_ref(x, T, w, rows, cols, want, rows);
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < rows; r++) {
+            size_t i = (size_t)t * rows + r;
+            if (L->bias) want[i] += L->bias[r];
+            if (!pq_cpu_amx()) {
+                bad += memcmp(&y[i], &want[i], 4) != 0;
+                continue;
+            }
+            double mag = 0;
+            for (int k = 0; k < cols; k++)
+                mag += fabs((double)pq_bf16_to_f32(pq_f32_to_bf16(x[(size_t)t * cols + k])) *
+                            pq_bf16_to_f32(pq_f32_to_bf16(w[(size_t)r * cols + k])));
+            bad += !(fabs((double)y[i] - want[i]) <= 2.0 * cols * 0x1p-24 * mag + 1e-37);
+        }
+    PQ_CHECK(bad == 0, "linear %s %dx%d%s T=%d threads=%d, BF16 products (%s) vs pq_gemm_bf16_ref: %s (%d bad)", kind,
+             rows, cols, L->bias ? " +bias" : "", T, nt, pq_cpu_amx() ? "amx" : "fma",
+             pq_cpu_amx() ? "within 2 K 2^-24 sum|p|" : "bit for bit", bad);
+    if (nt == 1) *one = y, y = NULL;
+    else PQ_CHECK(!memcmp(*one, y, (size_t)T * rows * 4), "linear %s %dx%d T=%d BF16 products: threads %d == 1, bit "
+                  "for bit", kind, rows, cols, T, nt);
+    pq_free(x); pq_free(y); pq_free(want); pq_free(w); pq_free(panels);
+}
+
 static void check_linear(const char *kind, int rows, int cols, int with_bias) {
     static const int Ts[] = {1, 3, 37, 200};
     void *data;
@@ -527,6 +570,7 @@ static void check_linear(const char *kind, int rows, int cols, int with_bias) {
     pq_linear L = make_linear(kind, rows, cols, &qw, &data, &scales);
     if (with_bias) { bias = pq_alloc((size_t)rows * 4); pq_test_fill(bias, rows, 1.0f); }
     L.bias = bias;
+    float *bf16_out[2] = {NULL, NULL}; // check_linear_bf16's outputs of one thread
     for (int nt = 1; nt <= 2; nt++) {
         pq_pool *pool;
         pq_pool_create(nt, &pool);
@@ -547,22 +591,24 @@ static void check_linear(const char *kind, int rows, int cols, int with_bias) {
         // packed once (pq_linear_pack_panels): the same bits, over one and two chunks of tokens
         for (int T = 200; L.act.type == PQ_ACTQ_NONE && T <= 700; T += 500) {
             float *x = pq_alloc((size_t)T * cols * 4), *y0 = pq_alloc((size_t)T * rows * 4),
-                  *y1 = pq_alloc((size_t)T * rows * 4), *panels = pq_alloc(pq_linear_panels_bytes(&L));
+                  *y1 = pq_alloc((size_t)T * rows * 4), *panels = pq_alloc(pq_linear_panels_bytes(&L, 0));
             pq_test_fill(x, (size_t)T * cols, 1.0f);
             pq_test_poison(y1, (size_t)T * rows);
             pq_linear_forward(&L, x, T, y0, ws, pool);
-            pq_linear_pack_panels(&L, panels, ws, pool);
+            pq_linear_pack_panels(&L, panels, 0, ws, pool);
             pq_linear_forward(&L, x, T, y1, ws, pool);
             L.panels = NULL;
             PQ_CHECK(!memcmp(y0, y1, (size_t)T * rows * 4), "linear %s %dx%d%s T=%d threads=%d: packed once = packed "
                      "per chunk, bit for bit", kind, rows, cols, with_bias ? " +bias" : "", T, nt);
             pq_free(x); pq_free(y0); pq_free(y1); pq_free(panels);
         }
+        for (int i = 0; L.act.type == PQ_ACTQ_NONE && i < 2; i++)
+            check_linear_bf16(&L, kind, 200 + 500 * i, nt, ws, pool, &bf16_out[i]);
         pq_free(ws);
         pq_pool_free(pool);
     }
     if (L.fmt == PQ_W_QPACK) free_qpack(&qw);
-    pq_free(data); pq_free(scales); pq_free(bias);
+    pq_free(data); pq_free(scales); pq_free(bias); pq_free(bf16_out[0]); pq_free(bf16_out[1]);
 }
 
 // pq_linear_forward_group: each member's output equal bit for bit to

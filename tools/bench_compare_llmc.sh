@@ -31,7 +31,9 @@
 # ("rtn gptq awq smoothquant"), PQ_BENCH_LLMC_NSAMPLES (16),
 # PQ_BENCH_LLMC_SEQLEN (512), PQ_BENCH_LLMC_THREADS (2),
 # PQ_BENCH_LLMC_LIMIT (900 seconds per peer job), PQ_BENCH_LLMC_ROUNDS (1: interleaved
-# rounds of both sides per job while the peer finishes; each side's fastest run is reported).
+# rounds of both sides per job while the peer finishes; each side's fastest run is reported),
+# PQ_BENCH_LLMC_PRECISION (f32: pq's --calib-precision for the calibrated jobs; bf16 multiplies
+# BF16-rounded inputs, as the peer's forward passes run in the checkpoint's 16-bit dtype).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PQ=${PQ:-$ROOT/build/pq}
@@ -45,6 +47,7 @@ L=${PQ_BENCH_LLMC_SEQLEN:-512}
 TH=${PQ_BENCH_LLMC_THREADS:-2}
 LIMIT=${PQ_BENCH_LLMC_LIMIT:-900}
 ROUNDS=${PQ_BENCH_LLMC_ROUNDS:-1}
+PRECISION=${PQ_BENCH_LLMC_PRECISION:-f32}
 CALIB=$SHARED/data/c4_validation_2k.txt
 
 say() { echo "bench_compare_llmc: $*" >&2; }
@@ -94,7 +97,7 @@ NL=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$F16/config.json")
 ROWS=$RUN/rows
 for job in $JOBS; do
     calib=""
-    [ "$job" = rtn ] || calib="--calib $CALIB --nsamples $N --seqlen $L --calib-mode concat"
+    [ "$job" = rtn ] || calib="--calib $CALIB --nsamples $N --seqlen $L --calib-mode concat --calib-precision $PRECISION"
     # ROUNDS interleaved rounds (pq, peer, pq, peer, ...) while the peer finishes; each side's fastest (wall) run
     pq_wall="" lc_wall="" r=1
     while :; do
@@ -146,6 +149,7 @@ LLMC_VER=$("$PY" -c 'import llmcompressor, torch; print(llmcompressor.__version_
 echo "pq vs llm-compressor $LLMC_VER on the CPU: SmolLM2-135M F16, $N x $L calibration tokens (the same concat windows of"
 echo "c4_validation_2k.txt), $TH threads each; wall and CPU seconds and peak RSS of the whole process (model load"
 echo "included); PPL of each output by \`pq ppl --protocol llamacpp --ctx 512\`, $WINDOWS windows of wiki.test.raw;"
+echo "pq's calibrated jobs with --calib-precision $PRECISION;"
 echo "peer jobs stopped after $LIMIT s; each side's fastest of $ROUNDS interleaved round(s) while the peer finishes"
 echo "(\`sh tools/bench_compare_llmc.sh\`, $(date -u +%Y-%m-%d))."
 echo

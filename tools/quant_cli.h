@@ -16,7 +16,7 @@ typedef struct {
     quant_cli_cmd cmd;
     pq_quantize_request q;
     const char *group, *alpha;                        // parsed into q by quant_cli_request
-    int fp8_scale, act_scale, seed, mode, device, zstd, json, rotate, rotate_seed;
+    int fp8_scale, act_scale, seed, mode, precision, device, zstd, json, rotate, rotate_seed;
     double target_bpw;
     cli_flag flags[QUANT_CLI_MAX_FLAGS];
     int n_flags;

@@ -84,6 +84,29 @@ quantize -o "$TMP/ts" $G --group 32 --true-sequential && ! cmp -s "$TMP/ts/model
     [ "$(jq .gptq.true_sequential "$TMP/ts/pq.json")" = true ] && [ -n "$(ppl_of "$TMP/ts")" ] &&
     ok "--true-sequential: other codes, recorded in pq.json" || fail "true-sequential: $(cat "$TMP/q_err")"
 
+# --calib-precision bf16: the block passes multiply BF16-rounded inputs (AMX tiles where the CPU has
+# them): other codes, as good a model (PPL within 2% of the f32 run's on the fixture), recorded in
+# pq.json and the configuration line, byte-identical for --threads 1 and 2; a resume with the other
+# precision is refused (the journal binds it); an uncalibrated method refuses the flag
+if quantize -o "$TMP/bf" $G --group 32 --bits 4 --calib-precision bf16 &&
+    head -n 1 "$TMP/q_err" | grep -q "calibration $CALIB 8 x 256 tokens (random, seed 0), damp .*, bf16 products\$" &&
+    [ "$(jq -r .calibration.precision "$TMP/bf/pq.json")" = bf16 ] &&
+    [ "$(jq -r .calibration.precision "$out/pq.json")" = null ] &&
+    ! cmp -s "$TMP/bf/model.safetensors" "$out/model.safetensors" &&
+    pb=$(ppl_of "$TMP/bf") && pf=$(ppl_of "$out") && within "$pb" "$pf" 2; then
+    ok "--calib-precision bf16: other codes, PPL $pb within 2% of f32's $pf, recorded in pq.json and stderr"
+else
+    fail "--calib-precision bf16: $(head -n 1 "$TMP/q_err") $(jq -c .calibration "$TMP/bf/pq.json" 2>&1) ppl '$pb' vs '$pf'"
+fi
+quantize -o "$TMP/bf1" $G --group 32 --bits 4 --calib-precision bf16 --threads 1 && same_output "$TMP/bf" "$TMP/bf1" &&
+    ok "--calib-precision bf16: --threads 1 and 2 byte-identical" || fail "bf16 threads: $(cat "$TMP/q_err")"
+o=$TMP/bf_resume
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 >/dev/null 2>&1
+expect_fail 2 "used other inputs or flags" "--resume with --calib-precision bf16 after an f32 start" -- \
+    $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --calib-precision bf16 --resume
+expect_fail 2 "--calib-precision" "--calib-precision with rtn (uncalibrated)" -- \
+    $PQ quantize "$FIXTURE" -o "$TMP/bf_rtn" --calib-precision bf16
+
 # ---- kill and resume ------------------------------------------------------------------
 # a Hessian that is not positive definite: 8 calibration tokens for 64..172 input
 # columns (rank <= 8) with f32 X^T X and almost no dampening; pq raises the damp,
