@@ -33,7 +33,8 @@
 # PQ_BENCH_LLMC_LIMIT (900 seconds per peer job), PQ_BENCH_LLMC_ROUNDS (1: interleaved
 # rounds of both sides per job while the peer finishes; each side's fastest run is reported),
 # PQ_BENCH_LLMC_PRECISION (f32: pq's --calib-precision for the calibrated jobs; bf16 multiplies
-# BF16-rounded inputs, as the peer's forward passes run in the checkpoint's 16-bit dtype).
+# BF16-rounded inputs, as the peer's forward passes run in the checkpoint's 16-bit dtype),
+# PQ_BENCH_LLMC_CALIB (the calibration text; default c4_validation_2k.txt).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PQ=${PQ:-$ROOT/build/pq}
@@ -48,7 +49,7 @@ TH=${PQ_BENCH_LLMC_THREADS:-2}
 LIMIT=${PQ_BENCH_LLMC_LIMIT:-900}
 ROUNDS=${PQ_BENCH_LLMC_ROUNDS:-1}
 PRECISION=${PQ_BENCH_LLMC_PRECISION:-f32}
-CALIB=$SHARED/data/c4_validation_2k.txt
+CALIB=${PQ_BENCH_LLMC_CALIB:-$SHARED/data/c4_validation_2k.txt}
 
 say() { echo "bench_compare_llmc: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -147,7 +148,7 @@ done
 
 LLMC_VER=$("$PY" -c 'import llmcompressor, torch; print(llmcompressor.__version__, "/ torch", torch.__version__)' 2>/dev/null | tail -1)
 echo "pq vs llm-compressor $LLMC_VER on the CPU: SmolLM2-135M F16, $N x $L calibration tokens (the same concat windows of"
-echo "c4_validation_2k.txt), $TH threads each; wall and CPU seconds and peak RSS of the whole process (model load"
+echo "$(basename "$CALIB")), $TH threads each; wall and CPU seconds and peak RSS of the whole process (model load"
 echo "included); PPL of each output by \`pq ppl --protocol llamacpp --ctx 512\`, $WINDOWS windows of wiki.test.raw;"
 echo "pq's calibrated jobs with --calib-precision $PRECISION;"
 echo "peer jobs stopped after $LIMIT s; each side's fastest of $ROUNDS interleaved round(s) while the peer finishes"
