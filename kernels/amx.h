@@ -1,6 +1,6 @@
 // kernels/amx.h — the tile configuration and the tile loop pq's AMX kernels
-// share (kernels/tiles_amx.c). Only for code compiled with the AMX flags, called where
-// pq_cpu_amx() (kernels/cpu.h) says the tiles are usable.
+// share (kernels/tiles_amx.c). Only for code compiled with the AMX flags,
+// called where pq_cpu_amx() (kernels/cpu.h) says the tiles are usable.
 #ifndef PQ_AMX_H
 #define PQ_AMX_H
 

@@ -254,7 +254,8 @@ static void check_bf16_rounding(void) {
     pq_gemm_amx_pack_x(x, K, 1, 2, xb); // tokens 1 and 2 only
     bad = 0;
     for (int t = 1; t < T; t++)
-        for (int k = 0; k < ld; k++) bad += xb[(size_t)t * ld + k] != (k < K ? pq_f32_to_bf16(x[(size_t)t * K + k]) : 0);
+        for (int k = 0; k < ld; k++)
+            bad += xb[(size_t)t * ld + k] != (k < K ? pq_f32_to_bf16(x[(size_t)t * K + k]) : 0);
     for (int k = 0; k < ld; k++) bad += xb[k] != 0xffff;
     PQ_CHECK(bad == 0, "pq_gemm_amx_pack_x: K=%d, tokens 1..2 as pq_f32_to_bf16 with zeros to %d, token 0 untouched "
              "(%d differ)", K, ld, bad);

@@ -529,8 +529,9 @@ static void check_fp8_all_codes(void) {
 // is kept in *one; with more threads it must be the same bits.
 static void check_linear_bf16(pq_linear *L, const char *kind, int T, int nt, void *ws, pq_pool *pool, float **one) {
     int rows = L->rows, cols = L->cols, bad = 0;
-    float *x = pq_alloc((size_t)T * cols * 4), *y = pq_alloc((size_t)T * rows * 4), *want = pq_alloc((size_t)T * rows * 4),
-          *w = pq_alloc((size_t)rows * cols * 4), *panels = pq_alloc(pq_linear_panels_bytes(L, 1));
+    float *x = pq_alloc((size_t)T * cols * 4), *y = pq_alloc((size_t)T * rows * 4),
+          *want = pq_alloc((size_t)T * rows * 4), *w = pq_alloc((size_t)rows * cols * 4),
+          *panels = pq_alloc(pq_linear_panels_bytes(L, 1));
     for (size_t i = 0; i < (size_t)T * cols; i++) // the same x for every thread count: a fixed sequence in [-1, 1]
         x[i] = (float)((uint32_t)(i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
     pq_test_poison(y, (size_t)T * rows);
