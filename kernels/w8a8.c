@@ -114,12 +114,13 @@ static float fp8_wscale(const pq_fp8_weight *w, int r) { return w->scales[w->per
 
 void pq_w8a8_fp8_ref(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const pq_w8a8_out *o) {
     PQ_ASSERT(a->cols == w->cols && w->cols <= PQ_W8A8_MAX_COLS);
+    float value[256]; // pq_fp8_e4m3_decode of every code, once
+    for (int b = 0; b < 256; b++) value[b] = pq_fp8_e4m3_decode((uint8_t)b);
     for (int t = 0; t < a->T; t++)
         for (int r = r0; r < r0 + n; r++) {
             const uint8_t *q = (const uint8_t *)a->q + (size_t)t * a->ld, *wr = w->q + (size_t)r * w->cols;
             double acc = 0; // exact: see the header
-            for (int c = 0; c < w->cols; c++)
-                acc += (double)pq_fp8_e4m3_decode(q[c]) * pq_fp8_e4m3_decode(wr[c]);
+            for (int c = 0; c < w->cols; c++) acc += (double)value[q[c]] * value[wr[c]];
             o->y[(size_t)t * o->ldy + r] = scale_out(a->scale[t], fp8_wscale(w, r), (float)acc, o, r);
         }
 }
