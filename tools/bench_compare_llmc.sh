@@ -32,8 +32,9 @@
 # PQ_BENCH_LLMC_SEQLEN (512), PQ_BENCH_LLMC_THREADS (2),
 # PQ_BENCH_LLMC_LIMIT (900 seconds per peer job), PQ_BENCH_LLMC_ROUNDS (1: interleaved
 # rounds of both sides per job while the peer finishes; each side's fastest run is reported),
-# PQ_BENCH_LLMC_PRECISION (f32: pq's --calib-precision for the calibrated jobs; bf16 multiplies
-# BF16-rounded inputs, as the peer's forward passes run in the checkpoint's 16-bit dtype),
+# PQ_BENCH_LLMC_PRECISION ("f32 bf16": pq's --calib-precision values for the calibrated jobs, one
+# pq row each against the same peer runs; bf16 multiplies BF16-rounded inputs, as the peer's
+# forward passes run in the checkpoint's 16-bit dtype),
 # PQ_BENCH_LLMC_CALIB (the calibration text; default c4_validation_2k.txt).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +49,7 @@ L=${PQ_BENCH_LLMC_SEQLEN:-512}
 TH=${PQ_BENCH_LLMC_THREADS:-2}
 LIMIT=${PQ_BENCH_LLMC_LIMIT:-900}
 ROUNDS=${PQ_BENCH_LLMC_ROUNDS:-1}
-PRECISION=${PQ_BENCH_LLMC_PRECISION:-f32}
+PRECISIONS=${PQ_BENCH_LLMC_PRECISION:-f32 bf16}
 CALIB=${PQ_BENCH_LLMC_CALIB:-$SHARED/data/c4_validation_2k.txt}
 
 say() { echo "bench_compare_llmc: $*" >&2; }
@@ -97,19 +98,30 @@ NL=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$F16/config.json")
 
 ROWS=$RUN/rows
 for job in $JOBS; do
-    calib=""
-    [ "$job" = rtn ] || calib="--calib $CALIB --nsamples $N --seqlen $L --calib-mode concat --calib-precision $PRECISION"
-    # ROUNDS interleaved rounds (pq, peer, pq, peer, ...) while the peer finishes; each side's fastest (wall) run
-    pq_wall="" lc_wall="" r=1
+    calib="" precs=$PRECISIONS
+    [ "$job" = rtn ] && precs=-
+    [ "$job" = rtn ] || calib="--calib $CALIB --nsamples $N --seqlen $L --calib-mode concat"
+    # ROUNDS interleaved rounds (pq at each precision, peer, ...) while the peer finishes; each side's
+    # fastest (wall) run, pq's per precision in $RUN/best.PREC ("wall cpu rss")
+    rm -f "$RUN"/best.*
+    lc_wall="" r=1
     while :; do
-        say "$job: pq (round $r of $ROUNDS)"
-        rm -rf "$RUN/pq-$job" "$RUN/llmc-$job"
-        # shellcheck disable=SC2046,SC2086
-        /usr/bin/time -f "%e %U %S %M" -o "$RUN/time.pq" "$PQ" quantize "$F16" -o "$RUN/pq-$job" $(pq_flags $job) \
-            $calib --threads "$TH" >"$RUN/pq.log" 2>&1 || die "pq quantize ($job) failed: $(tail -1 "$RUN/pq.log")"
-        set -- $(usage_of "$RUN/time.pq")
-        if [ -z "$pq_wall" ] || faster "$1" "$pq_wall"; then pq_wall=$1 pq_cpu=$2 pq_rss=$3; fi
+        for prec in $precs; do
+            say "$job: pq ${prec#-} (round $r of $ROUNDS)"
+            flags=$calib
+            [ "$prec" = - ] || flags="$calib --calib-precision $prec"
+            rm -rf "$RUN/pq-$job-$prec"
+            # shellcheck disable=SC2046,SC2086
+            /usr/bin/time -f "%e %U %S %M" -o "$RUN/time.pq" "$PQ" quantize "$F16" -o "$RUN/pq-$job-$prec" \
+                $(pq_flags $job) $flags --threads "$TH" >"$RUN/pq.log" 2>&1 ||
+                die "pq quantize ($job $prec) failed: $(tail -1 "$RUN/pq.log")"
+            set -- $(usage_of "$RUN/time.pq")
+            if [ ! -f "$RUN/best.$prec" ] || faster "$1" "$(cut -d' ' -f1 "$RUN/best.$prec")"; then
+                echo "$1 $2 $3" >"$RUN/best.$prec"
+            fi
+        done
         say "$job: llm-compressor (round $r, at most $LIMIT s)"
+        rm -rf "$RUN/llmc-$job"
         rc=0
         /usr/bin/time -f "%e %U %S %M" -o "$RUN/time.llmc" timeout "$LIMIT" "$PY" "$ROOT/tools/llmc_bench.py" "$job" \
             "$F16" "$CALIB" "$N" "$L" "$TH" "$RUN/llmc-$job" >"$RUN/llmc.log" 2>"$RUN/llmc.err" || rc=$?
@@ -120,37 +132,47 @@ for job in $JOBS; do
         if [ "$rc" != 0 ] || ! grep -q '^done ' "$RUN/llmc.log" || [ "$r" -ge "$ROUNDS" ]; then break; fi
         r=$((r + 1))
     done
-    pq_ppl=$(ppl_of "$RUN/pq-$job")
+    finished=0
     if [ "$rc" = 0 ] && grep -q '^done ' "$RUN/llmc.log"; then
-        lc_ppl=$(ppl_of "$RUN/llmc-$job")
-        status="finished"
-        ratio=$(awk -v a="$lc_wall" -v b="$pq_wall" -v c="$lc_cpu" -v d="$pq_cpu" 'BEGIN { printf "%.1fx / %.1fx", a / b, c / d }')
+        finished=1 lc_ppl=$(ppl_of "$RUN/llmc-$job") status="finished"
     elif grep -q '^failed: ' "$RUN/llmc.log"; then
         lc_ppl="-"
         status="fails: $(sed -n 's/^failed: //p' "$RUN/llmc.log" | head -1 | cut -c1-160 | tr '|' '/')"
-        ratio="- / -"
     else
-        lc_ppl="-"
-        # per-layer rate over the layers it completed: (time reaching the last layer seen - time reaching the
-        # first) / (their index difference); the projection adds the remaining layers to what it took to start;
-        # the CPU speed-up projects the CPU time at the CPU share the stopped run had
-        stopped=$(awk -v nl="$NL" -v lim="$LIMIT" -v b="$pq_wall" -v w="$lc_wall" -v c="$lc_cpu" -v d="$pq_cpu" \
-            '$1 == "layer" { if (!n++) { i0 = $2; t0 = $3 } i1 = $2; t1 = $3 }
-            END { if (n < 2) { printf "- / -|stopped after %d s before finishing one layer", lim; exit }
-                  r = (t1 - t0) / (i1 - i0); p = t0 + r * nl
-                  printf "~%.0fx / ~%.0fx (projected)|stopped after %d s at layer %d of %d: %.0f s per layer, ~%.0f s projected",
-                         p / b, p * c / w / d, lim, i1, nl, r, p }' "$RUN/llmc.log")
-        ratio=${stopped%%|*} status=${stopped#*|}
+        lc_ppl="-" status="" # stopped: the status per pq row below
     fi
-    echo "$job|$(scheme_of $job)|$pq_wall|$pq_cpu|$pq_rss|${pq_ppl:--}|$lc_wall|$lc_cpu|$lc_rss|${lc_ppl:--}|$ratio|$status" >>"$ROWS"
-    rm -rf "$RUN/pq-$job" "$RUN/llmc-$job"
+    for prec in $precs; do
+        read -r pq_wall pq_cpu pq_rss <"$RUN/best.$prec"
+        pq_ppl=$(ppl_of "$RUN/pq-$job-$prec")
+        if [ "$finished" = 1 ]; then
+            ratio=$(awk -v a="$lc_wall" -v b="$pq_wall" -v c="$lc_cpu" -v d="$pq_cpu" 'BEGIN { printf "%.1fx / %.1fx", a / b, c / d }')
+        elif [ "${status#fails}" != "$status" ]; then
+            ratio="- / -"
+        else
+            # per-layer rate over the layers it completed: (time reaching the last layer seen - time reaching
+            # the first) / (their index difference); the projection adds the remaining layers to what it took
+            # to start; the CPU speed-up projects the CPU time at the CPU share the stopped run had
+            stopped=$(awk -v nl="$NL" -v lim="$LIMIT" -v b="$pq_wall" -v w="$lc_wall" -v c="$lc_cpu" -v d="$pq_cpu" \
+                '$1 == "layer" { if (!n++) { i0 = $2; t0 = $3 } i1 = $2; t1 = $3 }
+                END { if (n < 2) { printf "- / -|stopped after %d s before finishing one layer", lim; exit }
+                      r = (t1 - t0) / (i1 - i0); p = t0 + r * nl
+                      printf "~%.0fx / ~%.0fx (projected)|stopped after %d s at layer %d of %d: %.0f s per layer, ~%.0f s projected",
+                             p / b, p * c / w / d, lim, i1, nl, r, p }' "$RUN/llmc.log")
+            ratio=${stopped%%|*} status=${stopped#*|}
+        fi
+        name=$job
+        [ "$prec" = - ] || name="$job ($prec)"
+        echo "$name|$(scheme_of $job)|$pq_wall|$pq_cpu|$pq_rss|${pq_ppl:--}|$lc_wall|$lc_cpu|$lc_rss|${lc_ppl:--}|$ratio|$status" >>"$ROWS"
+        rm -rf "$RUN/pq-$job-$prec"
+    done
+    rm -rf "$RUN/llmc-$job"
 done
 
 LLMC_VER=$("$PY" -c 'import llmcompressor, torch; print(llmcompressor.__version__, "/ torch", torch.__version__)' 2>/dev/null | tail -1)
 echo "pq vs llm-compressor $LLMC_VER on the CPU: SmolLM2-135M F16, $N x $L calibration tokens (the same concat windows of"
 echo "$(basename "$CALIB")), $TH threads each; wall and CPU seconds and peak RSS of the whole process (model load"
 echo "included); PPL of each output by \`pq ppl --protocol llamacpp --ctx 512\`, $WINDOWS windows of wiki.test.raw;"
-echo "pq's calibrated jobs with --calib-precision $PRECISION;"
+echo "pq's calibrated jobs at each --calib-precision (the job's name says which) against the same peer runs;"
 echo "peer jobs stopped after $LIMIT s; each side's fastest of $ROUNDS interleaved round(s) while the peer finishes"
 echo "(\`sh tools/bench_compare_llmc.sh\`, $(date -u +%Y-%m-%d))."
 echo
