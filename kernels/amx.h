@@ -14,6 +14,18 @@
 // token tiles, 6-7 weight tiles.
 void pq_amx_tiles(int rows0, int rows1);
 
+// The BF16 pair layout of a packed weight (TDPBF16PS's weight tiles): rows
+// in groups of 16, group g at p + g * ld * 16 values, the pair of columns
+// (2j, 2j + 1) of the group's row i at values 32 j + 2 i. Puts v, 32 BF16
+// values in column order (read as 16 int32: the pairs), at columns
+// c..c+31 of row r.
+static inline void pq_amx_put_pairs(uint16_t *p, int ld, int r, int c, __m512i v) {
+    const __m512i pair_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(16));
+    int *dst = (int *)(p + (size_t)(r / 16) * ld * 16) + r % 16;
+    _mm512_i32scatter_epi32(dst + (size_t)c / 2 * 16, pair_at, v, 4);
+}
+
 // Where a block's sums go: 16 sums (int32 or f32, as the products) of token
 // t for rows r..r+15, m the real rows.
 typedef void (*pq_amx_sums_out)(const void *ctx, int t, int r, __mmask16 m, const void *sums);

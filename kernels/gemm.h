@@ -80,11 +80,11 @@ void pq_bf16_round_n(float *v, size_t n);
 // The specification: the FMA chain of pq_gemm_ref on the rounded operands.
 void pq_gemm_bf16_ref(const float *x, int T, const float *w, int n, int K, float *y, int ldy);
 
-// The AMX layout (kernels/gemm_amx.c). Weight rows in groups of 16, group g
-// at wp + g * ld * 16, the columns in pairs: the pair (2j, 2j + 1) of the
-// group's row i at 32 j + 2 i (ld = K rounded up to 32, zeros past K; rows
-// zero past the weight's up to a multiple of 32). Activations: BF16 rows
-// ld apart, zeros past K.
+// The AMX layout (kernels/gemm_amx.c). Weight rows in TDPBF16PS's pair
+// layout (kernels/amx.h's pq_amx_put_pairs: groups of 16 rows, the columns
+// in pairs), ld = K rounded up to 32, zeros past K, rows zero past the
+// weight's up to a multiple of 32. Activations: BF16 rows ld apart, zeros
+// past K.
 int pq_gemm_amx_ld(int K);
 // Values (uint16_t) of a packed weight of n rows.
 size_t pq_gemm_amx_w_values(int n, int K);

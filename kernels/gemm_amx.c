@@ -33,23 +33,15 @@ static inline __m512i bf16x32(const float *row, int c, int K) {
 }
 
 void pq_gemm_amx_pack_w(const float *rows, int r0, int n, int K, uint16_t *wp) {
-    const __m512i pair_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(16));
     int ld = pq_gemm_amx_ld(K);
-    for (int i = 0; i < n; i++) {
-        int r = r0 + i;
-        int *dst = (int *)(wp + (size_t)(r / 16) * ld * 16) + r % 16;
-        for (int c = 0; c < ld; c += 32)
-            _mm512_i32scatter_epi32(dst + (size_t)c / 2 * 16, pair_at, bf16x32(rows + (size_t)i * K, c, K), 4);
-    }
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < ld; c += 32) pq_amx_put_pairs(wp, ld, r0 + i, c, bf16x32(rows + (size_t)i * K, c, K));
 }
 
 void pq_gemm_amx_pad_w(int n, int K, uint16_t *wp) {
     int ld = pq_gemm_amx_ld(K), end = (n + 31) / 32 * 32;
-    for (int r = n; r < end; r++) {
-        int *dst = (int *)(wp + (size_t)(r / 16) * ld * 16) + r % 16;
-        for (int j = 0; j < ld / 2; j++) dst[(size_t)j * 16] = 0;
-    }
+    for (int r = n; r < end; r++)
+        for (int c = 0; c < ld; c += 32) pq_amx_put_pairs(wp, ld, r, c, _mm512_setzero_si512());
 }
 
 void pq_gemm_amx_pack_x(const float *x, int K, int t0, int nt, uint16_t *xb) {

@@ -96,16 +96,20 @@ static size_t gemm_thread_floats(const pq_linear *W) {
     return (size_t)(GEMM_TASK_ROWS + (W->fmt != PQ_W_DENSE ? PACK_ROWS : 0)) * W->cols;
 }
 
+// Floats of the GEMM path's packed chunk of tokens: the CPU tile's packed
+// activations, or (for BF16 panels on AMX) BF16 rows, whichever is larger.
+static size_t gemm_x_floats(pq_gemm_tile tl, int cols) {
+    size_t f32 = pq_gemm_x_floats(tl, GEMM_CHUNK, cols), amx = (size_t)GEMM_CHUNK * pq_gemm_amx_ld(cols) / 2;
+    return f32 > amx ? f32 : amx;
+}
+
 // The GEMV path uses the start of the workspace for the prepared activations;
 // the GEMM path the packed activations of a chunk, then each thread's
 // scratch. W8A8 linears: the quantized activations, then the panels.
 size_t pq_linear_workspace_bytes(const pq_linear *W, int nthreads) {
     if (W->act.type != PQ_ACTQ_NONE) return w8a8_shared_bytes(W) + (size_t)nthreads * w8a8_thread_bytes(W);
     pq_gemm_tile tl = pq_gemm_tile_cpu();
-    size_t x_bytes = pq_gemm_x_floats(tl, GEMM_CHUNK, W->cols) * sizeof(float),
-           amx_x_bytes = (size_t)GEMM_CHUNK * pq_gemm_amx_ld(W->cols) * sizeof(uint16_t); // BF16 panels on AMX
-    size_t gemm = (x_bytes > amx_x_bytes ? x_bytes : amx_x_bytes) + (size_t)nthreads * gemm_thread_floats(W) *
-                  sizeof(float);
+    size_t gemm = (gemm_x_floats(tl, W->cols) + (size_t)nthreads * gemm_thread_floats(W)) * sizeof(float);
     size_t xp = W->fmt == PQ_W_QPACK ? PQ_LINEAR_GROUP_MAX * xp_bytes(W) : 0;
     return gemm > xp ? gemm : xp;
 }
@@ -308,9 +312,7 @@ static void gemm_forward(const pq_linear *const *W, float *const *y, int n, cons
     int nthreads = pq_pool_size(pool), cols = W[0]->cols;
     gemm_job g = {.tl = pq_gemm_tile_cpu(), .xp = ws, .bf16 = W[0]->panels && W[0]->bf16};
     g.amx = g.bf16 && pq_cpu_amx();
-    size_t x_floats = pq_gemm_x_floats(g.tl, GEMM_CHUNK, cols), amx_x_floats = (size_t)GEMM_CHUNK *
-                      pq_gemm_amx_ld(cols) / 2;
-    g.scratch = g.xp + (x_floats > amx_x_floats ? x_floats : amx_x_floats);
+    g.scratch = g.xp + gemm_x_floats(g.tl, cols);
     for (int i = 0; i < n; i++) {
         PQ_ASSERT(W[i]->cols == cols && (W[i]->panels && W[i]->bf16) == g.bf16);
         size_t f = gemm_thread_floats(W[i]);

@@ -56,7 +56,7 @@ void pq_w8a8_gemm_amx(const pq_int8_weight *w, int r0, int n, const pq_w8a8_act 
     pq_w8a8_pack_avx512(w, r0, n, a->ld / 4, 0, scratch); // the bytes as stored: TDPBSSD is signed x signed
     epilogue c = {a, o, w->scales, 1};
     pq_amx_tile_blocks((const uint8_t *)a->q, (size_t)a->ld, a->T, scratch, (size_t)a->ld * 16, r0, n, a->ld / 64, 0,
-                store16_int8, &c);
+                       store16_int8, &c);
 }
 
 // ---- FP8 -------------------------------------------------------------------
@@ -91,20 +91,15 @@ void pq_w8a8_fp8_decode_amx(const pq_w8a8_act *a, int t0, int nt, uint16_t *xb) 
                                 decode32(codes32((const uint8_t *)a->q + (size_t)t * a->ld, c, a->cols)));
 }
 
-// Rows r0..r0+n (zero rows to a whole number of 32) into p: group g at
-// p + g * ld * 16 values, the pair of columns (2j, 2j + 1) of row i at
-// values 32 j + 2 i.
+// Rows r0..r0+n (zero rows to a whole number of 32) into p, in the pair
+// layout (pq_amx_put_pairs).
 static void pack_fp8(const pq_fp8_weight *w, int r0, int n, int ld, uint16_t *p) {
-    const __m512i pair_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(16));
     int rows = (n + 31) / 32 * 32;
-    for (int r = 0; r < rows; r++) {
-        int *dst = (int *)(p + (size_t)(r / 16) * ld * 16) + r % 16;
-        for (int c = 0; c < ld; c += 32) {
-            __m512i v = r < n ? decode32(codes32(w->q + (size_t)(r0 + r) * w->cols, c, w->cols)) : _mm512_setzero_si512();
-            _mm512_i32scatter_epi32(dst + (size_t)c / 2 * 16, pair_at, v, 4);
-        }
-    }
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < ld; c += 32)
+            pq_amx_put_pairs(p, ld, r, c,
+                             r < n ? decode32(codes32(w->q + (size_t)(r0 + r) * w->cols, c, w->cols))
+                                   : _mm512_setzero_si512());
 }
 
 void pq_w8a8_fp8_amx(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a, const uint16_t *xb,
@@ -113,5 +108,5 @@ void pq_w8a8_fp8_amx(const pq_fp8_weight *w, int r0, int n, const pq_w8a8_act *a
     pack_fp8(w, r0, n, ld, scratch);
     epilogue c = {a, o, w->scales, w->per_channel};
     pq_amx_tile_blocks((const uint8_t *)xb, (size_t)ld * 2, a->T, scratch, (size_t)ld * 32, r0, n, ld / 32, 1,
-                store16_fp8, &c);
+                       store16_fp8, &c);
 }
