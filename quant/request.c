@@ -217,7 +217,7 @@ pq_status pq_quantize_describe(const pq_quantize_request *q, int calibrate, char
         o.m->describe(o.m, q, meth, sizeof meth);
         snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu)%s%s%s", q->calib.path,
                  q->calib.nsamples, q->calib.seqlen, pq_calib_mode_name(q->calib.mode),
-                 (unsigned long long)q->calib.seed, meth, q->calib.bf16 ? ", bf16 products" : "",
+                 (unsigned long long)q->calib.seed, meth, pq_calib_bf16(&q->calib) ? ", bf16 products" : "",
                  q->resume ? ", --resume" : "");
     }
     if (q->scales) snprintf(cal, sizeof cal, ", scales %.1000s", q->scales);

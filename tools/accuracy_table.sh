@@ -20,6 +20,9 @@
 # FP16; calibration 16 windows of 512 tokens, seed 0, AWQ's searches on 1024
 # tokens (tools/demo.sh's settings); scored on the first WINDOWS (default 8)
 # windows of wiki.test.raw, llama.cpp protocol, ctx 512.
+# PRECISION (unset: pq's default, auto) is given to the calibrated rows as
+# --calib-precision (f32 or bf16 to compare the two on one machine); its
+# work files go to MODE-PRECISION.
 # The bpw rows aim at the bits per weight the rtn row measured (its result
 # is reused, or made first). Work files go to $PQ_CACHE/accuracy_table/MODE
 # (default ~/.cache/pq); a row's output directory is replaced when the row
@@ -31,7 +34,7 @@ PQ=${PQ:-build/pq}
 MODE=${1:-}
 [ $# -gt 0 ] && shift
 ROOT=${PQ_CACHE:-$HOME/.cache/pq}/accuracy_table
-WORK=$ROOT/$MODE
+WORK=$ROOT/$MODE${PRECISION:+-$PRECISION}
 C4=$SHARED/data/c4_validation_2k.txt
 WIKI=$SHARED/data/wiki.test.raw
 
@@ -39,10 +42,11 @@ say() { echo "accuracy_table: $*" >&2; }
 # field NAME < one-line JSON: the value of the number or string field NAME
 field() { sed -n "s/.*\"$1\": \"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
+PREC=${PRECISION:+--calib-precision $PRECISION}
 case "$MODE" in
 fixture)
     SRC=$SHARED/fixtures/stories260K
-    CAL="--calib $C4 --nsamples 32 --seqlen 512 --seed 0 --device cpu"
+    CAL="--calib $C4 --nsamples 32 --seqlen 512 --seed 0 --device cpu $PREC"
     AWQ_CAL=$CAL
     mkdir -p "$WORK"
     if [ ! -f "$WORK/wiki200k.txt" ]; then
@@ -52,7 +56,7 @@ fixture)
     ;;
 smollm2)
     SRC=$ROOT/smollm2-f16
-    CAL="--calib $C4 --nsamples 16 --seqlen 512 --seed 0 --device cpu"
+    CAL="--calib $C4 --nsamples 16 --seqlen 512 --seed 0 --device cpu $PREC"
     AWQ_CAL="$CAL --search-tokens 1024"
     mkdir -p "$WORK"
     if [ ! -d "$SRC" ]; then

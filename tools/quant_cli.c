@@ -88,8 +88,8 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
         {QC, {.name = "--calib-mode", .kind = FLAG_CHOICE, .dst = &a->mode, .help = "calibrated methods: windows at "
              "seeded random starts, or consecutive", .choices = "random|concat", .bit = PQ_ARG_CALIB_MODE}},
         {QC, {.name = "--calib-precision", .kind = FLAG_CHOICE, .dst = &a->precision, .help = "calibrated methods: "
-              "the products of the CPU block passes, f32 or bf16 (inputs rounded to BF16, f32 sums: AMX tiles where "
-              "the CPU has them; the GPU's passes are 16-bit always)", .choices = "f32|bf16",
+              "the products of the CPU block passes: bf16 (inputs rounded to BF16, f32 sums) or f32; auto: bf16 "
+              "where the CPU has AMX tiles, else f32 (the GPU's passes are 16-bit always)", .choices = "auto|f32|bf16",
               .bit = PQ_ARG_CALIB_PRECISION}},
         {QC, {.name = "--alpha", .kind = FLAG_STR, .dst = &a->alpha, .help = "smoothquant: migration strength in "
              "[0, 1], or auto (searched per group)", .metavar = "A", .bit = PQ_ARG_ALPHA}},
@@ -146,7 +146,7 @@ static int request(quant_cli *a, const char *cmd, const char *model, unsigned se
     q->given = seen;
     q->calib.seed = (uint64_t)a->seed;
     q->calib.mode = (pq_calib_mode)a->mode;
-    q->calib.bf16 = a->precision == 1;
+    q->calib.precision = (pq_calib_precision)a->precision;
     q->device = (pq_device)a->device;
     q->scheme.fp8_tensor = a->fp8_scale == 1;
     q->scheme.act_static = a->act_scale == 1;

@@ -74,7 +74,7 @@ quantize -o "$TMP/sg" $G --group 32 --act-order --static-groups &&
 [ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$out/config.json")" = weight ] &&
     [ "$(jq '.gptq.act_order and .gptq.static_groups' "$out/pq.json")" = true ] &&
     quantize -o "$TMP/nat" $G --group 32 --no-act-order --no-static-groups &&
-    head -n 1 "$TMP/q_err" | grep -q "damp 0.01, block 128\$" &&
+    head -n 1 "$TMP/q_err" | grep -q "damp 0.01, block 128\(, bf16 products\)\{0,1\}\$" &&
     [ "$(jq -r .quantization_config.config_groups.group_0.weights.actorder "$TMP/nat/config.json")" = null ] &&
     [ "$(jq '.gptq.act_order or .gptq.static_groups' "$TMP/nat/pq.json")" = false ] &&
     ! cmp -s "$TMP/nat/model.safetensors" "$out/model.safetensors" &&
@@ -85,25 +85,37 @@ quantize -o "$TMP/ts" $G --group 32 --true-sequential && ! cmp -s "$TMP/ts/model
     ok "--true-sequential: other codes, recorded in pq.json" || fail "true-sequential: $(cat "$TMP/q_err")"
 
 # --calib-precision bf16: the block passes multiply BF16-rounded inputs (AMX tiles where the CPU has
-# them): other codes, as good a model (PPL within 2% of the f32 run's on the fixture), recorded in
-# pq.json and the configuration line, byte-identical for --threads 1 and 2; a resume with the other
-# precision is refused (the journal binds it); an uncalibrated method refuses the flag
-if quantize -o "$TMP/bf" $G --group 32 --bits 4 --calib-precision bf16 &&
+# them): other codes than f32's, as good a model (PPL within 2% of the f32 run's on the fixture),
+# recorded in pq.json and the configuration line (f32 in neither), byte-identical for --threads 1 and
+# 2; auto (the default) is bf16 on a CPU with AMX tiles (pq ppl's engine says "+amx") and f32
+# elsewhere (also where PQ_ISA=avx512 turns the tiles off); a resume with the other precision is
+# refused (the journal binds it); an uncalibrated method refuses the flag
+B="$G --group 32 --bits 4"
+if quantize -o "$TMP/f32" $B --calib-precision f32 && ! head -n 1 "$TMP/q_err" | grep -q bf16 &&
+    quantize -o "$TMP/bf" $B --calib-precision bf16 &&
     head -n 1 "$TMP/q_err" | grep -q "calibration $CALIB 8 x 256 tokens (random, seed 0), damp .*, bf16 products\$" &&
     [ "$(jq -r .calibration.precision "$TMP/bf/pq.json")" = bf16 ] &&
-    [ "$(jq -r .calibration.precision "$out/pq.json")" = null ] &&
-    ! cmp -s "$TMP/bf/model.safetensors" "$out/model.safetensors" &&
-    pb=$(ppl_of "$TMP/bf") && pf=$(ppl_of "$out") && within "$pb" "$pf" 2; then
+    [ "$(jq -r .calibration.precision "$TMP/f32/pq.json")" = null ] &&
+    ! cmp -s "$TMP/bf/model.safetensors" "$TMP/f32/model.safetensors" &&
+    pb=$(ppl_of "$TMP/bf") && pf=$(ppl_of "$TMP/f32") && within "$pb" "$pf" 2; then
     ok "--calib-precision bf16: other codes, PPL $pb within 2% of f32's $pf, recorded in pq.json and stderr"
 else
     fail "--calib-precision bf16: $(head -n 1 "$TMP/q_err") $(jq -c .calibration "$TMP/bf/pq.json" 2>&1) ppl '$pb' vs '$pf'"
 fi
-quantize -o "$TMP/bf1" $G --group 32 --bits 4 --calib-precision bf16 --threads 1 && same_output "$TMP/bf" "$TMP/bf1" &&
+quantize -o "$TMP/bf1" $B --calib-precision bf16 --threads 1 && same_output "$TMP/bf" "$TMP/bf1" &&
     ok "--calib-precision bf16: --threads 1 and 2 byte-identical" || fail "bf16 threads: $(cat "$TMP/q_err")"
+engine=$($PQ ppl "$out" $PPL_ARGS 2>/dev/null | jq -r .engine)
+case $engine in *+amx*) want=bf ;; *) want=f32 ;; esac
+same_output "$out" "$TMP/$want" &&
+    ok "default precision auto: the $want run's bytes on this CPU ($engine)" ||
+    fail "auto on '$engine': not the $want run's output ($(jq -c .calibration "$out/pq.json"))"
+env PQ_ISA=avx512 $PQ quantize "$FIXTURE" -o "$TMP/noamx" $B >/dev/null 2>"$TMP/q_err" &&
+    same_output "$TMP/noamx" "$TMP/f32" && ok "auto with PQ_ISA=avx512 (no tiles): the f32 run's bytes" ||
+    fail "auto without tiles: $(cat "$TMP/q_err") $(jq -c .calibration "$TMP/noamx/pq.json")"
 o=$TMP/bf_resume
-env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 >/dev/null 2>&1
+env PQ_TEST_KILL_AFTER_JOURNAL=2 $PQ quantize "$FIXTURE" -o "$o" $B --calib-precision f32 >/dev/null 2>&1
 expect_fail 2 "used other inputs or flags" "--resume with --calib-precision bf16 after an f32 start" -- \
-    $PQ quantize "$FIXTURE" -o "$o" $G --group 32 --bits 4 --calib-precision bf16 --resume
+    $PQ quantize "$FIXTURE" -o "$o" $B --calib-precision bf16 --resume
 expect_fail 2 "--calib-precision" "--calib-precision with rtn (uncalibrated)" -- \
     $PQ quantize "$FIXTURE" -o "$TMP/bf_rtn" --calib-precision bf16
 
