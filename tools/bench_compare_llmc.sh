@@ -32,9 +32,10 @@
 # PQ_BENCH_LLMC_SEQLEN (512), PQ_BENCH_LLMC_THREADS (2),
 # PQ_BENCH_LLMC_LIMIT (900 seconds per peer job), PQ_BENCH_LLMC_ROUNDS (1: interleaved
 # rounds of both sides per job while the peer finishes; each side's fastest run is reported),
-# PQ_BENCH_LLMC_PRECISION ("f32 bf16": pq's --calib-precision values for the calibrated jobs, one
+# PQ_BENCH_LLMC_PRECISION ("auto f32": pq's --calib-precision values for the calibrated jobs, one
 # pq row each against the same peer runs; bf16 multiplies BF16-rounded inputs, as the peer's
-# forward passes run in the checkpoint's 16-bit dtype),
+# forward passes run in the checkpoint's 16-bit dtype; auto, pq's default, is bf16 on a CPU with
+# AMX tiles: its row says what it resolved to),
 # PQ_BENCH_LLMC_CALIB (the calibration text; default c4_validation_2k.txt).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,7 +50,7 @@ L=${PQ_BENCH_LLMC_SEQLEN:-512}
 TH=${PQ_BENCH_LLMC_THREADS:-2}
 LIMIT=${PQ_BENCH_LLMC_LIMIT:-900}
 ROUNDS=${PQ_BENCH_LLMC_ROUNDS:-1}
-PRECISIONS=${PQ_BENCH_LLMC_PRECISION:-f32 bf16}
+PRECISIONS=${PQ_BENCH_LLMC_PRECISION:-auto f32}
 CALIB=${PQ_BENCH_LLMC_CALIB:-$SHARED/data/c4_validation_2k.txt}
 
 say() { echo "bench_compare_llmc: $*" >&2; }
@@ -160,8 +161,9 @@ for job in $JOBS; do
                              p / b, p * c / w / d, lim, i1, nl, r, p }' "$RUN/llmc.log")
             ratio=${stopped%%|*} status=${stopped#*|}
         fi
-        name=$job
-        [ "$prec" = - ] || name="$job ($prec)"
+        name=$job shown=$prec
+        [ "$prec" = auto ] && shown="auto: $(jq -r '.calibration.precision // "f32"' "$RUN/pq-$job-auto/pq.json")"
+        [ "$prec" = - ] || name="$job ($shown)"
         echo "$name|$(scheme_of $job)|$pq_wall|$pq_cpu|$pq_rss|${pq_ppl:--}|$lc_wall|$lc_cpu|$lc_rss|${lc_ppl:--}|$ratio|$status" >>"$ROWS"
         rm -rf "$RUN/pq-$job-$prec"
     done
