@@ -108,7 +108,7 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
     }
     // the search quantizes with RTN: the scheme without GPTQ's column order
     pq_smooth_config sc = {.m = c->m, .kind = PQ_SMOOTH_AWQ, .scheme = *c->scheme, .dt = c->dt, .p = c->q->smooth,
-                           .pool = c->pool, .emit = emit, .ud = g};
+                           .pool = c->pool, .emit = emit, .ud = g, .bf16 = pq_calib_bf16(&c->q->calib)};
     sc.scheme.actorder = PQ_ACTORDER_NONE;
     pq_status s = pq_smooth_create(&sc, c->calib, &g->S, &sw);
     if (s != PQ_OK) {

@@ -97,6 +97,9 @@ struct pq_smooth {
     double *inv_freq;
     float *yref;                       //   [K][len][hidden] the unquantized block's output
     float *att, *h;                    //   [K][len][q dim] o_proj's input, [K][len][hidden] the residual after it
+    pq_layer Lb;                       //   the block as its passes run it: with BF16 panels (cfg.bf16), else *L
+    void *panels;                      //   cfg.bf16: the block's linears' panels, then its candidates'
+    size_t cand_at, cand_bytes;        //   where the candidates' panels start, the most one takes
     float *xs[PQ_NGROUPS];             // [cap][cols] sampled inputs of each group
     int ns[PQ_NGROUPS], base;          // rows sampled, sample tokens seen before this window
     float *ys[PQ_NLINEAR];             // [cap][rows] each linear's output on the sampled inputs
@@ -124,6 +127,7 @@ void pq_smooth_free(pq_smooth *S) {
     if (!S) return;
     pq_block_scratch_free(&S->rs);
     pq_free(S->kc), pq_free(S->vc), pq_free(S->xw), pq_free(S->yref), pq_free(S->att), pq_free(S->h);
+    pq_free(S->panels);
     free(S->inv_freq);
     for (int g = 0; g < PQ_NGROUPS; g++) pq_free(S->xs[g]), pq_free(S->scale_buf[g]);
     for (int k = 0; k < 3; k++) pq_free(S->cand[k]);
@@ -178,12 +182,15 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     S->cap = (int)((toks + S->stride - 1) / S->stride);
     size_t H = (size_t)c->hidden, win = (size_t)d->len * H, kvd = (size_t)c->n_kv_heads * c->head_dim;
     int widest = max_i(c->intermediate, max_i(c->hidden, c->n_heads * c->head_dim)), tallest = 0;
-    size_t biggest = 0, bytes = 0;
+    size_t biggest = 0, bytes = 0, block_panels = 0;
     for (int k = 0; k < PQ_NLINEAR; k++) {
-        size_t n = (size_t)L0->lin[k].rows * L0->lin[k].cols;
+        size_t n = (size_t)L0->lin[k].rows * L0->lin[k].cols, p = pq_linear_panels_bytes(&L0->lin[k], 1);
         biggest = n > biggest ? n : biggest;
         tallest = max_i(tallest, L0->lin[k].rows);
+        block_panels += p;
+        S->cand_bytes = p > S->cand_bytes ? p : S->cand_bytes;
     }
+    S->cand_at = block_panels;
     // the block passes of a search that scores whole blocks
     pq_status s = S->ref ? pq_block_scratch_init(&S->rs, c, d->len, d->len, pq_pool_size(cfg->pool), cfg->m->layers,
                                                  1, NULL)
@@ -197,7 +204,8 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
                           ALLOC(S->xw, win * 4) && ALLOC(S->yref, (size_t)S->K * win * 4) &&
                           ALLOC(S->h, (size_t)S->K * win * 4) &&
                           ALLOC(S->att, (size_t)S->K * d->len * c->n_heads * c->head_dim * 4) &&
-                          (S->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double))) != NULL)) &&
+                          (S->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double))) != NULL &&
+                          (!cfg->bf16 || ALLOC(S->panels, block_panels + 3 * S->cand_bytes)))) &&
              ALLOC(S->s_cols, (size_t)widest * 4) &&
              ALLOC(S->xd, (size_t)S->cap * widest * 4) && ALLOC(S->y, (size_t)S->cap * tallest * 4) &&
              ALLOC(S->y0, (size_t)S->cap * tallest * 4) && ALLOC(S->stat, (size_t)widest * 4) &&
@@ -328,9 +336,9 @@ static pq_status take_sample(pq_smooth *S) {
     memset(S->nys, 0, sizeof S->nys);
     for (int k = 0; k < S->K; k++) {
         S->base = k * S->len;
-        run_window(S, S->L, k, &h);
+        run_window(S, &S->Lb, k, &h);
         memcpy(S->yref + (size_t)k * win, S->xw, win * sizeof(float));
-        attn_residual(S, S->L, k, S->h + (size_t)k * win);
+        attn_residual(S, &S->Lb, k, S->h + (size_t)k * win);
     }
     return PQ_OK;
 }
@@ -367,13 +375,31 @@ static pq_status quantize_member(pq_smooth *S, int k, pq_qtensor *q) {
     return s;
 }
 
+// Packs W for BF16 products into S->panels at byte offset at.
+static pq_status pack(pq_smooth *S, pq_linear *W, size_t at) {
+    PQ_TRY(ensure_ws(S, W));
+    pq_linear_pack_panels(W, (char *)S->panels + at, 1, S->ws, S->cfg.pool);
+    return PQ_OK;
+}
+
+// S->Lb: block L as the search's passes run it (its linears packed for BF16 products with cfg.bf16).
+static pq_status prepare_block(pq_smooth *S, const pq_layer *L) {
+    S->Lb = *L;
+    size_t at = 0;
+    for (int k = 0; S->panels && k < PQ_NLINEAR; k++) {
+        PQ_TRY(pack(S, &S->Lb.lin[k], at));
+        at += pq_linear_panels_bytes(&L->lin[k], 1);
+    }
+    return PQ_OK;
+}
+
 // AWQ: mean squared difference of the block output on the sample windows
 // with the group's linears replaced by Q(W s)/s.
 static pq_status awq_loss(void *ud, const float *s, double *loss) {
     pq_smooth *S = ud;
     const pq_input_group *G = &PQ_INPUT_GROUPS[S->g];
     expand(S, S->g, s);
-    pq_layer Lc = *S->L;
+    pq_layer Lc = S->Lb;
     for (int k = 0; k < G->n; k++) {
         pq_linear_slot m = G->members[k];
         int rows = S->b.rows[m], cols = S->b.cols[m];
@@ -386,6 +412,7 @@ static pq_status awq_loss(void *ud, const float *s, double *loss) {
             for (int j = 0; j < cols; j++) S->cand[k][(size_t)r * cols + j] /= S->s_cols[j];
         Lc.lin[m] = (pq_linear){.fmt = PQ_W_DENSE, .rows = rows, .cols = cols, .dense_type = PQ_DENSE_F32,
                                 .w = S->cand[k], .bias = S->L->lin[m].bias};
+        if (S->panels) PQ_TRY(pack(S, &Lc.lin[m], S->cand_at + (size_t)k * S->cand_bytes));
     }
     size_t win = (size_t)S->len * S->c->hidden;
     double e = 0;
@@ -556,6 +583,7 @@ pq_status pq_smooth_quantize_block(void *ud, int layer, pq_layer *L, const pq_ac
     pq_fold_block_free(&S->b);
     S->layer = layer, S->L = L, S->X = X, S->st = st;
     PQ_TRY(pq_fold_block_load(c, L, layer, S->cfg.m->dir, S->cfg.pool, &S->b));
+    PQ_TRY(prepare_block(S, L));
     PQ_TRY(take_sample(S));
     for (int g = 0; g < PQ_NGROUPS; g++) {
         S->g = g;

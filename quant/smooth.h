@@ -142,6 +142,7 @@ typedef struct {
     pq_pool *pool;
     pq_smooth_emit emit;
     void *ud;
+    int bf16;               // the search's block passes multiply in BF16, as the driver's (--calib-precision)
 } pq_smooth_config;
 
 // Prepares the method for windows of d (the calibration data). *work_bytes:

@@ -66,6 +66,21 @@ fi
 quantize -o "$TMP/awq_t1" $AWQ --group 32 --threads 1 &&
     cmp -s "$TMP/awq_t1/model.safetensors" "$TMP/awq_g32_sym/model.safetensors" &&
     ok "AWQ with --threads 1: byte-identical" || fail "AWQ threads: $(cat "$TMP/q_err")"
+# --calib-precision bf16 (auto's choice on a CPU with AMX tiles) runs the search's block passes on
+# BF16 products as well as the driver's: other codes than f32's, as good a model (PPL within 2% on the
+# fixture), byte-identical for --threads 1 and 2; the default is one of the two
+if quantize -o "$TMP/awq_f32" $AWQ --group 32 --calib-precision f32 &&
+    quantize -o "$TMP/awq_bf" $AWQ --group 32 --calib-precision bf16 &&
+    quantize -o "$TMP/awq_bf1" $AWQ --group 32 --calib-precision bf16 --threads 1 &&
+    cmp -s "$TMP/awq_bf/model.safetensors" "$TMP/awq_bf1/model.safetensors" &&
+    ! cmp -s "$TMP/awq_bf/model.safetensors" "$TMP/awq_f32/model.safetensors" &&
+    { cmp -s "$TMP/awq_g32_sym/model.safetensors" "$TMP/awq_bf/model.safetensors" ||
+        cmp -s "$TMP/awq_g32_sym/model.safetensors" "$TMP/awq_f32/model.safetensors"; } &&
+    pb=$(ppl_of "$TMP/awq_bf") && pf=$(ppl_of "$TMP/awq_f32") && within "$pb" "$pf" 2; then
+    ok "AWQ --calib-precision bf16: other codes, PPL $pb within 2% of f32's $pf, --threads 1 and 2 identical"
+else
+    fail "AWQ bf16: $(cat "$TMP/q_err") ppl '$pb' vs '$pf'"
+fi
 
 # ---- AWQ vs RTN, W4 --------------------------------------------------------------------
 # g128 asym is per channel for the fixture's 64-column linears, where
