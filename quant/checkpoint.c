@@ -228,8 +228,8 @@ static pq_status set_metadata(pq_ckpt *c) {
     if (p->calib) {
         char n[96];
         PQ_TRY(pq_st_writer_set_metadata(c->w, "pq.calibration_sha256", p->calib->sha256));
-        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, pq_calib_bf16(&p->q->calib), n,
-                          sizeof n);
+        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, pq_calib_bf16(&p->q->calib),
+                          n, sizeof n);
         PQ_TRY(pq_st_writer_set_metadata(c->w, "pq.calibration", n));
     }
     if (p->scales) { // what the inline run writes: the same file
