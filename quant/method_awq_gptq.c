@@ -106,9 +106,11 @@ static pq_status create(const pq_method *self, const pq_method_ctx *c, void **st
         qb += (size_t)pq_scheme_matrix_bytes(c->scheme, L->rows, L->cols, 4) + (size_t)L->cols * 4;
         wb = (size_t)L->rows * L->cols * 4 > wb ? (size_t)L->rows * L->cols * 4 : wb;
     }
-    // the search quantizes with RTN: the scheme without GPTQ's column order
+    // the search quantizes with RTN: the scheme without GPTQ's column order; it scores in f32 whatever
+    // --calib-precision says (with BF16 products the scales it chose cost GPTQ 3.5-7% of PPL on SmolLM2,
+    // seeds 0 and 1: docs/PERFORMANCE.md)
     pq_smooth_config sc = {.m = c->m, .kind = PQ_SMOOTH_AWQ, .scheme = *c->scheme, .dt = c->dt, .p = c->q->smooth,
-                           .pool = c->pool, .emit = emit, .ud = g, .bf16 = pq_calib_bf16(&c->q->calib)};
+                           .pool = c->pool, .emit = emit, .ud = g};
     sc.scheme.actorder = PQ_ACTORDER_NONE;
     pq_status s = pq_smooth_create(&sc, c->calib, &g->S, &sw);
     if (s != PQ_OK) {
