@@ -49,9 +49,10 @@ typedef struct {
 
 pq_calib_params pq_calib_default_params(void);
 
-// Whether p's CPU block passes multiply in BF16 (precision bf16, or auto on
-// a CPU with AMX tiles: pq_cpu_amx, which PQ_ISA=avx512 turns off).
-int pq_calib_bf16(const pq_calib_params *p);
+// Whether p's CPU block passes multiply in BF16: precision bf16, or auto on
+// a CPU with AMX tiles (pq_cpu_amx, which PQ_ISA=avx512 turns off) for a
+// method that takes them under auto (auto_f32 0).
+int pq_calib_bf16(const pq_calib_params *p, int auto_f32);
 
 typedef struct {
     int n, len;             // windows and tokens per window, as used

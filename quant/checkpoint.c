@@ -52,8 +52,8 @@ static pq_status gguf_begin(pq_ckpt *c, const char *dir, int resume) {
                             p->q->model, "pq.source_sha256", p->source_sha256};
     int n = 5;
     if (p->calib) {
-        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, pq_calib_bf16(&p->q->calib),
-                          calib, sizeof calib);
+        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, p->bf16, calib,
+                          sizeof calib);
         meta[2 * n] = "pq.calibration_sha256", meta[2 * n + 1] = p->calib->sha256, n++;
         meta[2 * n] = "pq.calibration", meta[2 * n + 1] = calib, n++;
     }
@@ -228,8 +228,8 @@ static pq_status set_metadata(pq_ckpt *c) {
     if (p->calib) {
         char n[96];
         PQ_TRY(pq_st_writer_set_metadata(c->w, "pq.calibration_sha256", p->calib->sha256));
-        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, pq_calib_bf16(&p->q->calib),
-                          n, sizeof n);
+        pq_calib_describe(p->calib->n, p->calib->len, p->q->calib.seed, p->q->calib.mode, p->bf16, n,
+                          sizeof n);
         PQ_TRY(pq_st_writer_set_metadata(c->w, "pq.calibration", n));
     }
     if (p->scales) { // what the inline run writes: the same file

@@ -25,6 +25,7 @@ typedef struct {
     const pq_mix_plan *mix;        // --target-bpw: each decoder linear's scheme or none (unquantized); else NULL
     const char *method;            // the method as reported
     int folds;                     // the method rewrites the norms and biases its scales fold into
+    int bf16;                      // calibrated with BF16 products (recorded in __metadata__)
     const char *source_sha256;
     const pq_calib_data *calib;    // calibrated runs: recorded in __metadata__
     pq_scales_file *scales;        // --scales: its provenance recorded

@@ -51,6 +51,7 @@ typedef struct {
     void (*note)(void *ud, const char *line); // a warning for the user (a raised dampening)
     void *note_ud;
     const pq_mix_plan *mix;       // --target-bpw: each linear's scheme (rtn, gptq); else NULL
+    int bf16;                     // calibrated runs: the block passes multiply in BF16 (pq_resolved.bf16)
 } pq_method_ctx;
 
 // The scheme of block `layer`'s linear `slot`: the plan's (NULL: it stays
@@ -89,6 +90,7 @@ struct pq_method {
     int folds;                 // its scales fold into norms and biases, which it rewrites
     int source_propagates;     // a resumed block's final pass runs the unquantized block (AWQ), not
                                // its quantized linears (and folded vectors) read back
+    int auto_f32;              // --calib-precision auto keeps f32 for it (BF16 products cost it accuracy)
     // Whether a run with scheme s calibrates (runs the driver).
     int (*calibrates)(const pq_scheme *s);
     // Checks the request's parameters of this method against scheme s (and

@@ -237,6 +237,7 @@ static json_t *provenance(void *state, const pq_method_summary *s) {
 
 const pq_method PQ_METHOD_AWQ_GPTQ = {
     .name = "awq+gptq", .scheme = "w4a16", .work = "awq search + GPTQ", .kind = PQ_SMOOTH_NONE, .folds = 1,
+    .auto_f32 = 1, // BF16 passes moved its SmolLM2 PPL by -0.3% to +6.8% against f32 (docs/PERFORMANCE.md)
     .takes = PQ_ARG_AWQ_GRID | PQ_ARG_AWQ_CLIP_GRID | PQ_ARG_SEARCH_TOKENS | PQ_ARG_DAMP | PQ_ARG_BLOCK_SIZE |
              PQ_ARG_ACT_ORDER | PQ_ARG_STATIC_GROUPS,
     .calibrates = always, .check = check, .describe = describe, .create = create, .hooks = hooks,

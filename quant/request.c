@@ -198,6 +198,7 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
                "--method %s: pq calibrate runs awq, smoothquant or fp8", o->name);
     PQ_FAIL_IF(calibrate && q->resume, PQ_ERR_ARG, "--resume: pq calibrate is not resumable (rerun it)");
     o->calibrated = o->m->calibrates(s) && !q->scales;
+    o->bf16 = o->calibrated && pq_calib_bf16(&q->calib, o->m->auto_f32);
     uint32_t takes = q->scales ? 0 : o->m->takes;
     if (o->calibrated) takes |= PQ_ARG_CALIBRATION | PQ_ARG_RESUME | PQ_ARG_DEVICE;
     if (q->target_bpw > 0) takes |= PQ_ARG_CALIBRATION | PQ_ARG_DEVICE; // the sensitivity measurement
@@ -217,7 +218,7 @@ pq_status pq_quantize_describe(const pq_quantize_request *q, int calibrate, char
         o.m->describe(o.m, q, meth, sizeof meth);
         snprintf(cal, sizeof cal, ", calibration %.1000s %d x %d tokens (%s, seed %llu)%s%s%s", q->calib.path,
                  q->calib.nsamples, q->calib.seqlen, pq_calib_mode_name(q->calib.mode),
-                 (unsigned long long)q->calib.seed, meth, pq_calib_bf16(&q->calib) ? ", bf16 products" : "",
+                 (unsigned long long)q->calib.seed, meth, o.bf16 ? ", bf16 products" : "",
                  q->resume ? ", --resume" : "");
     }
     if (q->scales) snprintf(cal, sizeof cal, ", scales %.1000s", q->scales);

@@ -274,7 +274,7 @@ static pq_status plan_mixed(run *r) {
 static pq_status create_method(run *r) {
     pq_method_ctx c = {.q = r->q, .m = r->m, .scheme = &r->o.scheme, .dt = pq_model_dtype(r->m),
                        .calib = r->o.calibrated ? &r->calib : NULL, .scales = r->scales, .pool = r->pool,
-                       .note = method_note, .note_ud = r, .mix = mixed(r) ? &r->plan : NULL};
+                       .note = method_note, .note_ud = r, .mix = mixed(r) ? &r->plan : NULL, .bf16 = r->o.bf16};
     PQ_TRY(r->o.m->create(r->o.m, &c, &r->state));
     if (r->o.calibrated) PQ_TRY(r->o.m->hooks(r->state, &r->hooks));
     return PQ_OK;
@@ -371,7 +371,7 @@ static pq_status drive(run *r, pq_status (*block_done)(void *, int, int)) {
                             .sample_output = r->hooks.sample_output ? sample_output : NULL,
                             .load_block = load_block, .block_done = block_done, .ud = r};
     pq_calib_run_params rp = {.true_sequential = r->q->gptq.true_sequential, .pool = r->pool, .device = r->q->device,
-                              .first_block = r->blocks_done, .bf16 = pq_calib_bf16(&r->q->calib)};
+                              .first_block = r->blocks_done, .bf16 = r->o.bf16};
     pq_calib_estimate(r->m, &r->calib, &meth, &rp, &r->mem);
     const pq_calib_report *m = &r->mem;
     note(r, "memory estimate %.1f MiB: %.1f resident now + %.1f mapped weights + %.1f activations (%d x %d x %d f32) "
@@ -416,7 +416,7 @@ static pq_status journal_key(run *r) {
              (unsigned long long)q->calib.seed, g->damp, g->block_size, g->act_order, g->static_groups,
              g->true_sequential, sp->alpha, sp->grid, sp->clip_grid, sp->search_tokens,
              (r->hooks.stats & PQ_STAT_XTX) && !r->hooks.quantize_block ? pq_device_name(dev) : "cpu",
-             pq_calib_bf16(&q->calib) ? "|calib bf16 products" : "");
+             r->o.bf16 ? "|calib bf16 products" : "");
     if (pq_request_rotates(q)) {
         size_t n = strlen(line);
         snprintf(line + n, sizeof line - n, "|rotate hadamard seed %llu", (unsigned long long)q->rotate_seed);
@@ -529,7 +529,8 @@ static pq_status read_leftover(run *r) {
 static pq_status begin_checkpoint(run *r) {
     pq_ckpt_params p = {.q = r->q, .m = r->m, .disk = disk_model(r), .scheme = &r->o.scheme,
                         .mix = mixed(r) ? &r->plan : NULL, .method = r->o.name, .folds = r->o.m->folds,
-                        .source_sha256 = r->sha, .calib = r->o.calibrated ? &r->calib : NULL, .scales = r->scales};
+                        .source_sha256 = r->sha, .calib = r->o.calibrated ? &r->calib : NULL, .scales = r->scales,
+                        .bf16 = r->o.bf16};
     PQ_TRY(pq_ckpt_begin(&p, r->dir.tmp, r->adopted, &r->ck));
     for (int l = 0; l < r->blocks_done; l++) {
         json_t *e[PQ_NLINEAR];
@@ -588,7 +589,7 @@ static json_t *calibration_json(const run *r) {
     json_t *c = json_pack("{s:s, s:s, s:I, s:i, s:i, s:I, s:s}", "file", q->calib.path, "sha256", r->calib.sha256,
                           "text_tokens", (json_int_t)r->calib.stream_tokens, "nsamples", r->calib.n, "seqlen",
                           r->calib.len, "seed", (json_int_t)q->calib.seed, "mode", pq_calib_mode_name(q->calib.mode));
-    if (c && pq_calib_bf16(&q->calib) && json_object_set_new(c, "precision", json_string("bf16")))
+    if (c && r->o.bf16 && json_object_set_new(c, "precision", json_string("bf16")))
         json_decref(c), c = NULL;
     return c;
 }
@@ -759,8 +760,7 @@ static pq_status calibrate(run *r, pq_calibrate_result *res) {
     PQ_TRY(create_method(r));
     char params[200], calib[96];
     r->o.m->describe(r->o.m, q, params, sizeof params);
-    pq_calib_describe(r->calib.n, r->calib.len, q->calib.seed, q->calib.mode, pq_calib_bf16(&q->calib), calib,
-                      sizeof calib);
+    pq_calib_describe(r->calib.n, r->calib.len, q->calib.seed, q->calib.mode, r->o.bf16, calib, sizeof calib);
     pq_scales_meta meta = {r->o.name, res->scheme, params[0] ? params + 2 : "", q->model, r->sha, r->calib.sha256,
                            calib, r->calib.n, r->calib.len, (unsigned long long)q->calib.seed};
     PQ_TRY(pq_scales_writer_create(path, r->m, (pq_smooth_kind)r->o.m->kind, &q->smooth, &r->o.scheme, &meta,

@@ -61,7 +61,7 @@ pq_status pq_smooth_method_create(const pq_method *self, const pq_method_ctx *c,
     st->kind = (pq_smooth_kind)self->kind;
     if (c->calib) {
         pq_smooth_config cfg = {.m = c->m, .kind = st->kind, .scheme = *c->scheme, .dt = c->dt, .p = c->q->smooth,
-                                .pool = c->pool, .emit = emit, .ud = st, .bf16 = pq_calib_bf16(&c->q->calib)};
+                                .pool = c->pool, .emit = emit, .ud = st, .bf16 = c->bf16};
         pq_status s = pq_smooth_create(&cfg, c->calib, &st->S, &st->work);
         if (s != PQ_OK) {
             free(st);

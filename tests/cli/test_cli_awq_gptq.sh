@@ -31,6 +31,14 @@ if quantize -o "$out" $AG --threads 2 && quantize -o "$TMP/ag1" $AG --threads 1;
 else
     fail "awq+gptq: $(cat "$TMP/q_err")"
 fi
+# --calib-precision auto keeps f32 for awq+gptq on any CPU (BF16 products cost it accuracy); bf16 is
+# taken when asked for
+[ "$(jq -r .calibration.precision "$out/pq.json")" = null ] && ! head -n 1 "$TMP/q_err" | grep -q bf16 &&
+    quantize -o "$TMP/ag_bf" $AG --calib-precision bf16 &&
+    [ "$(jq -r .calibration.precision "$TMP/ag_bf/pq.json")" = bf16 ] &&
+    ! cmp -s "$TMP/ag_bf/model.safetensors" "$out/model.safetensors" &&
+    ok "awq+gptq: auto is f32 (pq.json, the configuration line); --calib-precision bf16 gives other codes" ||
+    fail "awq+gptq precision: $(jq -c .calibration "$out/pq.json" "$TMP/ag_bf/pq.json" 2>&1) $(head -n 1 "$TMP/q_err")"
 j=$out/pq.json
 [ "$(jq -r .method "$j")" = "awq+gptq" ] &&
     [ "$(jq -c '.["awq+gptq"].awq | [.grid, .clip_grid, .search_tokens]' "$j")" = "[20,20,512]" ] &&
