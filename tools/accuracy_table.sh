@@ -86,7 +86,7 @@ quantize() {
     name=$1
     shift
     say "quantizing $name: $*"
-    rm -rf "${WORK:?}/$name"
+    rm -rf "${WORK:?}/$name" "${WORK:?}/$name".pq-tmp-* # and what an interrupted run of the table left
     $PQ quantize "$SRC" -o "$WORK/$name" "$@" --json >"$WORK/$name.q.tmp"
     mv "$WORK/$name.q.tmp" "$WORK/$name.q.json"
 }
