@@ -89,7 +89,8 @@ void quant_cli_init(quant_cli *a, quant_cli_cmd cmd) {
              "seeded random starts, or consecutive", .choices = "random|concat", .bit = PQ_ARG_CALIB_MODE}},
         {QC, {.name = "--calib-precision", .kind = FLAG_CHOICE, .dst = &a->precision, .help = "calibrated methods: "
               "the products of the CPU block passes: bf16 (inputs rounded to BF16, f32 sums) or f32; auto: bf16 "
-              "where the CPU has AMX tiles, else f32 (the GPU's passes are 16-bit always)", .choices = "auto|f32|bf16",
+              "where the CPU has AMX tiles (awq+gptq: f32), else f32 (the GPU's passes are 16-bit always)",
+              .choices = "auto|f32|bf16",
               .bit = PQ_ARG_CALIB_PRECISION}},
         {QC, {.name = "--alpha", .kind = FLAG_STR, .dst = &a->alpha, .help = "smoothquant: migration strength in "
              "[0, 1], or auto (searched per group)", .metavar = "A", .bit = PQ_ARG_ALPHA}},
