@@ -6,17 +6,11 @@
 
 #include "formats/fileio.h"
 #include "formats/sha256.h"
-#include "kernels/cpu.h"
 
 #define MAX_TEXT_BYTES ((size_t)1 << 30)
 
 pq_calib_params pq_calib_default_params(void) {
     return (pq_calib_params){.nsamples = 128, .seqlen = 2048, .seed = 0, .mode = PQ_CALIB_RANDOM};
-}
-
-int pq_calib_bf16(const pq_calib_params *p, int auto_f32) {
-    return p->precision == PQ_CALIB_PRECISION_BF16 ||
-           (p->precision == PQ_CALIB_PRECISION_AUTO && !auto_f32 && pq_cpu_amx());
 }
 
 pq_status pq_calib_parse_mode(const char *s, pq_calib_mode *out) {

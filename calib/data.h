@@ -35,7 +35,8 @@ typedef enum { PQ_CALIB_RANDOM, PQ_CALIB_CONCAT } pq_calib_mode;
 
 // The products of the CPU block passes (--calib-precision): auto is bf16 on
 // a CPU with AMX tiles (where BF16 products run ~2.7x faster than f32's
-// FMA), f32 elsewhere (without tiles BF16 dot products are no faster).
+// FMA), f32 elsewhere (without tiles BF16 dot products are no faster) and
+// for a method that keeps f32 (quant/request.c resolves it: pq_resolved.bf16).
 typedef enum { PQ_CALIB_PRECISION_AUTO, PQ_CALIB_PRECISION_F32, PQ_CALIB_PRECISION_BF16 } pq_calib_precision;
 
 typedef struct {
@@ -48,11 +49,6 @@ typedef struct {
 } pq_calib_params;
 
 pq_calib_params pq_calib_default_params(void);
-
-// Whether p's CPU block passes multiply in BF16: precision bf16, or auto on
-// a CPU with AMX tiles (pq_cpu_amx, which PQ_ISA=avx512 turns off) for a
-// method that takes them under auto (auto_f32 0).
-int pq_calib_bf16(const pq_calib_params *p, int auto_f32);
 
 typedef struct {
     int n, len;             // windows and tokens per window, as used

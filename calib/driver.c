@@ -212,12 +212,7 @@ static pq_status pass(drv *v, int l, int measure) {
         PQ_TRY(pq_calib_gpu_get_inputs(v->blocks, v->X));
     }
     PQ_TRY(ensure_ws(v, L));
-    size_t off = 0;
-    for (int k = 0; v->panels && k < PQ_NLINEAR; k++) // packed once for every window
-        if (pq_linear_panels_bytes(&L->lin[k], v->p->bf16)) {
-            pq_linear_pack_panels(&L->lin[k], v->panels + off, v->p->bf16, v->s.lin_ws, v->p->pool);
-            off += pq_linear_panels_bytes(&L->lin[k], v->p->bf16);
-        }
+    if (v->panels) pq_block_pack_panels(L, v->panels, v->p->bf16, v->s.lin_ws, v->p->pool); // once for every window
     for (int w = 0; w < v->d->n; w++) {
         float *x = v->X + (size_t)w * win;
         v->window = w;

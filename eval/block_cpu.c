@@ -45,6 +45,21 @@ void pq_block_scratch_free(pq_block_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
+size_t pq_block_panels_bytes(const pq_layer *L, int bf16) {
+    size_t b = 0;
+    for (int k = 0; k < PQ_NLINEAR; k++) b += pq_linear_panels_bytes(&L->lin[k], bf16);
+    return b;
+}
+
+void pq_block_pack_panels(pq_layer *L, void *buf, int bf16, void *ws, pq_pool *pool) {
+    size_t off = 0;
+    for (int k = 0; k < PQ_NLINEAR; k++) {
+        size_t b = pq_linear_panels_bytes(&L->lin[k], bf16);
+        if (b) pq_linear_pack_panels(&L->lin[k], (char *)buf + off, bf16, ws, pool);
+        off += b;
+    }
+}
+
 void pq_block_rope_prepare(pq_block_scratch *s, const double *inv_freq, int head_dim, int pos0, int T) {
     pq_rope_table(inv_freq, head_dim, pos0, T, s->rope_cos, s->rope_sin);
 }

@@ -36,6 +36,15 @@ pq_status pq_block_scratch_init(pq_block_scratch *s, const pq_config *c, int max
                                 const pq_layer *layers, int n_layers, const pq_linear *extra);
 void pq_block_scratch_free(pq_block_scratch *s);
 
+// Bytes of block L's linears packed as the GEMM path's panels (kernels/linear.h:
+// pq_linear_panels_bytes; W8A8 linears take none), bf16 for BF16 products.
+size_t pq_block_panels_bytes(const pq_layer *L, int bf16);
+
+// Packs each of L's linears that takes panels into buf (pq_block_panels_bytes),
+// in slot order, and points it there (pq_linear_pack_panels); ws holds the
+// workspace of any of them. Setting their panels to NULL ends it.
+void pq_block_pack_panels(pq_layer *L, void *buf, int bf16, void *ws, pq_pool *pool);
+
 // Fills s->rope_cos/sin for positions pos0..pos0+T-1 (once per forward call).
 void pq_block_rope_prepare(pq_block_scratch *s, const double *inv_freq, int head_dim, int pos0, int T);
 

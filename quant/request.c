@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "common/version.h"
+#include "kernels/cpu.h"
 #include "quant/gptq.h"
 
 static const pq_method *const METHODS[] = {&PQ_METHOD_RTN, &PQ_METHOD_GPTQ, &PQ_METHOD_AWQ, &PQ_METHOD_AWQ_GPTQ,
@@ -198,7 +199,10 @@ pq_status pq_request_resolve(const pq_quantize_request *q, int calibrate, pq_res
                "--method %s: pq calibrate runs awq, smoothquant or fp8", o->name);
     PQ_FAIL_IF(calibrate && q->resume, PQ_ERR_ARG, "--resume: pq calibrate is not resumable (rerun it)");
     o->calibrated = o->m->calibrates(s) && !q->scales;
-    o->bf16 = o->calibrated && pq_calib_bf16(&q->calib, o->m->auto_f32);
+    // bf16 asked for, or auto on a CPU with AMX tiles (PQ_ISA=avx512 turns them off) for a method that takes it
+    pq_calib_precision p = q->calib.precision;
+    o->bf16 = o->calibrated && (p == PQ_CALIB_PRECISION_BF16 ||
+                                (p == PQ_CALIB_PRECISION_AUTO && !o->m->auto_f32 && pq_cpu_amx()));
     uint32_t takes = q->scales ? 0 : o->m->takes;
     if (o->calibrated) takes |= PQ_ARG_CALIBRATION | PQ_ARG_RESUME | PQ_ARG_DEVICE;
     if (q->target_bpw > 0) takes |= PQ_ARG_CALIBRATION | PQ_ARG_DEVICE; // the sensitivity measurement

@@ -15,7 +15,7 @@ typedef struct {
                           // activation scales runs the fp8 method's static-scale calibration
     pq_scheme scheme;
     int calibrated;       // runs the calibration driver (not with --scales)
-    int bf16;             // its CPU block passes multiply in BF16 (--calib-precision, pq_calib_bf16)
+    int bf16;             // its CPU block passes multiply in BF16 (--calib-precision resolved)
 } pq_resolved;
 
 // Validates q for pq_quantize (calibrate 0) or pq_calibrate (calibrate 1):

@@ -182,15 +182,14 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
     S->cap = (int)((toks + S->stride - 1) / S->stride);
     size_t H = (size_t)c->hidden, win = (size_t)d->len * H, kvd = (size_t)c->n_kv_heads * c->head_dim;
     int widest = max_i(c->intermediate, max_i(c->hidden, c->n_heads * c->head_dim)), tallest = 0;
-    size_t biggest = 0, bytes = 0, block_panels = 0;
+    size_t biggest = 0, bytes = 0;
     for (int k = 0; k < PQ_NLINEAR; k++) {
         size_t n = (size_t)L0->lin[k].rows * L0->lin[k].cols, p = pq_linear_panels_bytes(&L0->lin[k], 1);
         biggest = n > biggest ? n : biggest;
         tallest = max_i(tallest, L0->lin[k].rows);
-        block_panels += p;
         S->cand_bytes = p > S->cand_bytes ? p : S->cand_bytes;
     }
-    S->cand_at = block_panels;
+    S->cand_at = pq_block_panels_bytes(L0, 1);
     // the block passes of a search that scores whole blocks
     pq_status s = S->ref ? pq_block_scratch_init(&S->rs, c, d->len, d->len, pq_pool_size(cfg->pool), cfg->m->layers,
                                                  1, NULL)
@@ -205,7 +204,7 @@ pq_status pq_smooth_create(const pq_smooth_config *cfg, const pq_calib_data *d, 
                           ALLOC(S->h, (size_t)S->K * win * 4) &&
                           ALLOC(S->att, (size_t)S->K * d->len * c->n_heads * c->head_dim * 4) &&
                           (S->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double))) != NULL &&
-                          (!cfg->bf16 || ALLOC(S->panels, block_panels + 3 * S->cand_bytes)))) &&
+                          (!cfg->bf16 || ALLOC(S->panels, S->cand_at + 3 * S->cand_bytes)))) &&
              ALLOC(S->s_cols, (size_t)widest * 4) &&
              ALLOC(S->xd, (size_t)S->cap * widest * 4) && ALLOC(S->y, (size_t)S->cap * tallest * 4) &&
              ALLOC(S->y0, (size_t)S->cap * tallest * 4) && ALLOC(S->stat, (size_t)widest * 4) &&
@@ -385,11 +384,9 @@ static pq_status pack(pq_smooth *S, pq_linear *W, size_t at) {
 // S->Lb: block L as the search's passes run it (its linears packed for BF16 products with cfg.bf16).
 static pq_status prepare_block(pq_smooth *S, const pq_layer *L) {
     S->Lb = *L;
-    size_t at = 0;
-    for (int k = 0; S->panels && k < PQ_NLINEAR; k++) {
-        PQ_TRY(pack(S, &S->Lb.lin[k], at));
-        at += pq_linear_panels_bytes(&L->lin[k], 1);
-    }
+    if (!S->panels) return PQ_OK;
+    for (int k = 0; k < PQ_NLINEAR; k++) PQ_TRY(ensure_ws(S, &L->lin[k]));
+    pq_block_pack_panels(&S->Lb, S->panels, 1, S->ws, S->cfg.pool);
     return PQ_OK;
 }
 
